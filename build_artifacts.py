@@ -1,0 +1,337 @@
+#!/usr/bin/env python3
+"""Build the OmniVoice ONNX artifact folder from an OmniVoice checkpoint.
+
+    python build_artifacts.py --model CHECKPOINT_DIR_OR_HUB_ID --output DIR --device cpu
+
+Devices (profiles; see DESIGN.md section 2, one folder each inside DIR):
+
+    cpu        int4/   int4 encoder, int4 LLM (block 32, accuracy level 4), fp32 heads
+    cpu_fp16   ./      fp16 encoder and heads, int4 LLM
+    gpu        cuda/   fp16 encoder, LLM and heads for the CUDA execution provider
+    cpu_fp32   fp32/   everything fp32: the reference the equivalence tests use
+
+``--include-higgs`` adds the codec (``audio_tokenizer/``), ``--higgs-only`` builds only the codec.
+Every LLM written is bidirectional and checked; ``omnivoice_manifest.json`` lists each file's
+size and sha256, each graph's inputs and outputs, the model config and the tool versions.
+Several builds into one DIR add up: each adds its profile to the manifest.
+
+Needs the build requirements: ``pip install -r requirements-dev.txt``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from omnivoice_rt.manifest import (
+    FORMAT_VERSION,
+    MANIFEST_NAME,
+    PROFILE_DIRS,
+    sha256_of,
+)
+
+logger = logging.getLogger("build_artifacts")
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What one ``--device`` builds: the precision name, and each part's precision."""
+
+    precision: str  # manifest key and runtime name: int4, fp16, cuda, fp32
+    encoder: str  # int4 | fp16 | fp32
+    heads: str  # fp16 | fp32: never int4
+    llm: str  # a key of omnivoice_build.llm.BUILDER_TARGETS
+
+    @property
+    def dir(self) -> str:
+        return PROFILE_DIRS[self.precision]
+
+
+PROFILES = {
+    "cpu": Profile("int4", encoder="int4", heads="fp32", llm="int4"),
+    "cpu_fp16": Profile("fp16", encoder="fp16", heads="fp16", llm="int4"),
+    "gpu": Profile("cuda", encoder="fp16", heads="fp16", llm="fp16_cuda"),
+    "cpu_fp32": Profile("fp32", encoder="fp32", heads="fp32", llm="fp32"),
+}
+
+
+class BuildError(Exception):
+    """A failed stage: ``stage`` names it, the message says why and what to do."""
+
+    def __init__(self, stage: str, message: str, exit_code: int = 1):
+        super().__init__(f"{stage}: {message}")
+        self.exit_code = exit_code
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def resolve_checkpoint(model: str) -> Path:
+    """A local OmniVoice checkpoint folder, or a Hub id downloaded into the HF cache."""
+    path = Path(model).expanduser()
+    looks_like_hub_id = re.fullmatch(r"[\w.-]+/[\w.-]+", model) and not model.startswith(".")
+    if not path.exists() and looks_like_hub_id:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
+        try:
+            path = Path(snapshot_download(model))
+        except (HfHubHTTPError, LocalEntryNotFoundError, OSError) as exc:
+            raise BuildError(
+                "checkpoint",
+                f"could not download {model!r} from the Hub ({type(exc).__name__}); "
+                "check the id and your connection, or pass a local folder",
+                2,
+            ) from exc
+    if not path.is_dir():
+        raise BuildError("checkpoint", f"{model} does not exist: pass an OmniVoice checkpoint folder or Hub id", 2)
+    config_path = path / "config.json"
+    try:
+        config = json.loads(config_path.read_text())
+    except (OSError, ValueError):
+        config = {}
+    if config.get("model_type") != "omnivoice" or "llm_config" not in config:
+        raise BuildError(
+            "checkpoint",
+            f"{path} is not an OmniVoice checkpoint (no config.json with model_type 'omnivoice')",
+            2,
+        )
+    if not list(path.glob("*.safetensors")):
+        raise BuildError("checkpoint", f"{path} has no *.safetensors weights", 2)
+    return path
+
+
+def prepare_output(output: Path) -> None:
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=output, prefix=".write-test-")
+        probe.close()
+    except OSError as exc:
+        raise BuildError("output", f"cannot write to {output} ({exc.strerror or exc}); choose another --output", 2) from exc
+
+
+# --------------------------------------------------------------------------- manifest
+
+
+def describe_graph(path: Path, root: Path) -> dict:
+    """A graph's file and its inputs/outputs (name, element type, shape) for the manifest."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+
+    def values(items):
+        out = []
+        for v in items:
+            t = v.type.tensor_type
+            dims = [d.dim_param or d.dim_value for d in t.shape.dim]
+            out.append({"name": v.name, "dtype": onnx.helper.tensor_dtype_to_np_dtype(t.elem_type).name, "shape": dims})
+        return out
+
+    return {
+        "file": path.relative_to(root).as_posix(),
+        "inputs": values(model.graph.input),
+        "outputs": values(model.graph.output),
+    }
+
+
+def model_section(checkpoint: Path) -> dict:
+    config = json.loads((checkpoint / "config.json").read_text())
+    llm = config["llm_config"]
+    section = {
+        "hidden_size": llm["hidden_size"],
+        "num_hidden_layers": llm["num_hidden_layers"],
+        "num_attention_heads": llm["num_attention_heads"],
+        "num_key_value_heads": llm["num_key_value_heads"],
+        "head_dim": llm.get("head_dim", llm["hidden_size"] // llm["num_attention_heads"]),
+        "text_vocab_size": llm["vocab_size"],
+        "num_audio_codebook": config.get("num_audio_codebook", 8),
+        "audio_vocab_size": config.get("audio_vocab_size", 1025),
+        "audio_mask_id": config.get("audio_mask_id", 1024),
+        "audio_codebook_weights": config.get("audio_codebook_weights", [8, 8, 6, 6, 4, 4, 2, 2]),
+        "sample_rate": 24000,
+        "hop_length": 960,
+        "frame_rate": 25,
+    }
+    higgs_config = checkpoint / "audio_tokenizer" / "config.json"
+    if higgs_config.is_file():
+        higgs = json.loads(higgs_config.read_text())
+        hop = 1
+        for ratio in higgs["acoustic_model_config"]["downsampling_ratios"]:
+            hop *= ratio
+        rate = higgs.get("sample_rate", 24000)
+        section.update(sample_rate=rate, hop_length=hop, frame_rate=-(-rate // hop))
+    return section
+
+
+def tool_versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for name in ("torch", "transformers", "omnivoice", "olive-ai", "onnx", "onnxruntime", "onnxruntime-genai"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            pass
+    return found
+
+
+def write_manifest(root: Path, checkpoint: Path, update: dict) -> dict:
+    """Merge ``update`` into the folder's manifest and re-list every file with its hash."""
+    path = root / MANIFEST_NAME
+    manifest = json.loads(path.read_text()) if path.is_file() else {}
+    if manifest.get("format_version") not in (None, FORMAT_VERSION):
+        manifest = {}  # an older layout: start afresh, every file is re-listed below
+    manifest.update(format_version=FORMAT_VERSION, attention="bidirectional", model=model_section(checkpoint))
+    manifest.setdefault("profiles", {}).update(update.get("profiles", {}))
+    if "audio_tokenizer" in update:
+        manifest["audio_tokenizer"] = update["audio_tokenizer"]
+    manifest["tokenizer"] = sorted(f for f in TOKENIZER_FILES if (root / f).is_file())
+    manifest["build"] = {"versions": tool_versions(), "source": checkpoint.name}
+    files = {}
+    for file in sorted(p for p in root.rglob("*") if p.is_file() and p.name != MANIFEST_NAME):
+        relative = file.relative_to(root).as_posix()
+        if relative.startswith("."):
+            continue
+        files[relative] = {"bytes": file.stat().st_size, "sha256": sha256_of(file)}
+    manifest["files"] = files
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False))
+    os.replace(tmp, path)
+    return manifest
+
+
+# --------------------------------------------------------------------------- stages
+
+
+def build_profile(checkpoint: Path, staging: Path, profile: Profile, block_size: int) -> dict:
+    from omnivoice_build.llm import build_llm
+    from omnivoice_build.olive_export import export_submodel
+
+    out_dir = staging / profile.dir
+    graphs = {}
+    for name, precision in (("audio_embeddings_encoder", profile.encoder), ("audio_heads_decoder", profile.heads)):
+        started = time.perf_counter()
+        try:
+            graphs[name] = export_submodel(checkpoint, name, precision, out_dir, block_size)
+        except Exception as exc:  # noqa: BLE001 - reported with the stage's name
+            raise BuildError(name, f"{type(exc).__name__}: {exc}") from exc
+        logger.info("%s: done in %.1f s", name, time.perf_counter() - started)
+    started = time.perf_counter()
+    try:
+        build_llm(checkpoint, out_dir, profile.llm, block_size)
+    except Exception as exc:  # noqa: BLE001
+        raise BuildError("llm_decoder", f"{type(exc).__name__}: {exc}") from exc
+    graphs["llm_decoder"] = out_dir / "llm_decoder.onnx"
+    logger.info("llm_decoder: done in %.1f s", time.perf_counter() - started)
+    return {
+        "dir": profile.dir,
+        "encoder": profile.encoder,
+        "heads": profile.heads,
+        "llm": profile.llm,
+        "llm_block_size": block_size if profile.llm in ("int4", "int8") else None,
+        "graphs": {name: describe_graph(path, staging) for name, path in graphs.items()},
+    }
+
+
+def build_higgs(checkpoint: Path, staging: Path, precision: str) -> dict:
+    from omnivoice_build.higgs import FP32_ONLY, GRAPHS, export_higgs
+
+    source = checkpoint / "audio_tokenizer"
+    if not source.is_dir():
+        raise BuildError("higgs", f"{checkpoint} has no audio_tokenizer/ folder to build the codec from", 2)
+    started = time.perf_counter()
+    try:
+        export_higgs(source, staging / "audio_tokenizer", precision)
+    except Exception as exc:  # noqa: BLE001
+        raise BuildError("higgs", f"{type(exc).__name__}: {exc}") from exc
+    logger.info("higgs: done in %.1f s", time.perf_counter() - started)
+    graphs = {name: describe_graph(staging / "audio_tokenizer" / f"{name}.onnx", staging) for name in GRAPHS}
+    return {"precision": precision, "fp32_graphs": sorted(FP32_ONLY), "graphs": graphs}
+
+
+def move_into(staging: Path, output: Path) -> None:
+    """Move every built file from ``staging`` into ``output``, replacing older ones."""
+    for file in sorted(p for p in staging.rglob("*") if p.is_file()):
+        target = output / file.relative_to(staging)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(file, target)
+
+
+def build(args: argparse.Namespace) -> dict:
+    checkpoint = resolve_checkpoint(args.model)
+    output = Path(args.output).expanduser().resolve()
+    prepare_output(output)
+    logger.info("checkpoint: %s", checkpoint)
+    update: dict = {}
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(dir=output, prefix=".staging-") as staging:
+        staging = Path(staging)
+        if not args.higgs_only:
+            profile = PROFILES[args.device]
+            update["profiles"] = {profile.precision: build_profile(checkpoint, staging, profile, args.block_size)}
+        if args.higgs_only or args.include_higgs:
+            update["audio_tokenizer"] = build_higgs(checkpoint, staging, args.higgs_precision)
+        for name in TOKENIZER_FILES:
+            if (checkpoint / name).is_file():
+                shutil.copy(checkpoint / name, staging / name)
+        move_into(staging, output)
+    manifest = write_manifest(output, checkpoint, update)
+    total = sum(f["bytes"] for f in manifest["files"].values())
+    logger.info("done in %.1f s: %s (%.1f MB in all)", time.perf_counter() - started, output, total / 1e6)
+    return manifest
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Build OmniVoice ONNX artifacts from an OmniVoice checkpoint.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n".join(__doc__.splitlines()[4:10]),
+    )
+    parser.add_argument("--model", required=True, help="OmniVoice checkpoint folder or Hub id")
+    parser.add_argument("--output", required=True, help="artifact folder to write (created if missing)")
+    parser.add_argument("--device", choices=sorted(PROFILES), default="cpu", help="which profile to build (default cpu)")
+    parser.add_argument("--include-higgs", action="store_true", help="also build the codec (audio_tokenizer/)")
+    parser.add_argument("--higgs-only", action="store_true", help="build only the codec")
+    parser.add_argument("--higgs-precision", choices=["fp16", "fp32"], default="fp16")
+    parser.add_argument("--block-size", type=int, choices=[16, 32, 64, 128, 256], default=32,
+                        help="int4 block size of the LLM and the int4 encoder (default 32)")  # fmt: skip
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logs and tracebacks")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(message)s",
+        datefmt="%H:%M:%S",
+    )
+    if not args.verbose:
+        for noisy in ("olive", "onnxruntime", "transformers", "torch", "onnxscript", "httpx"):
+            logging.getLogger(noisy).setLevel(logging.ERROR)
+    try:
+        build(args)
+    except BuildError as exc:
+        if args.verbose:
+            logger.exception("build failed")
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("error: interrupted; the output folder keeps its previous files", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""The Higgs Audio V2 tokenizer (OmniVoice's codec) as four ONNX graphs.
+
+Upstream's ``HiggsAudioV2TokenizerModel.encode`` / ``.decode`` split into:
+
+    acoustic_encoder    waveform (B,1,N) 24 kHz           -> acoustic_features (B,Ha,T)   DAC encoder
+    semantic_encoder    waveform (B,1,N) 24 kHz           -> semantic_features (B,Hs,T)   resample to
+                                                             16 kHz, HuBERT, mean of all hidden states,
+                                                             every 2nd frame, semantic encoder
+    quantizer_encoder   acoustic_features, semantic_features -> audio_codes (B,8,T) int64  fc + RVQ
+    higgs_decoder       audio_codes (B,8,T)               -> waveform (B,1,N)             RVQ decode,
+                                                             fc2, DAC decoder
+
+N must be a multiple of the hop (960 samples); the runtime trims references to it, as upstream
+does. The 24 -> 16 kHz resampling is torchaudio's own kernel, traced into ``semantic_encoder``,
+so the codes equal upstream's. ``quantizer_encoder`` stays fp32 in every precision: its argmin over
+codebook distances is where half precision would flip codes.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import torchaudio
+from torch import nn
+
+logger = logging.getLogger(__name__)
+
+GRAPHS = {
+    "acoustic_encoder": (["waveform"], ["acoustic_features"]),
+    "semantic_encoder": (["waveform"], ["semantic_features"]),
+    "quantizer_encoder": (["acoustic_features", "semantic_features"], ["audio_codes"]),
+    "higgs_decoder": (["audio_codes"], ["waveform"]),
+}
+FP32_ONLY = {"quantizer_encoder"}
+
+
+class AcousticEncoder(nn.Module):
+    def __init__(self, higgs):
+        super().__init__()
+        self.encoder = higgs.acoustic_encoder
+
+    def forward(self, waveform):
+        return self.encoder(waveform)
+
+
+class SemanticEncoder(nn.Module):
+    def __init__(self, higgs):
+        super().__init__()
+        self.higgs = higgs
+        self.sample_rate = higgs.config.sample_rate
+        self.semantic_rate = higgs.config.semantic_sample_rate
+
+    def forward(self, waveform):
+        # HiggsAudioV2TokenizerModel._extract_semantic_features, then encoder_semantic.
+        higgs = self.higgs
+        if self.sample_rate != self.semantic_rate:
+            waveform = torchaudio.functional.resample(waveform, self.sample_rate, self.semantic_rate)
+        audio = F.pad(waveform[:, 0, :], (160, 160))
+        hidden = higgs.semantic_model(audio, output_hidden_states=True).hidden_states
+        features = torch.stack(hidden, dim=1).mean(dim=1)
+        step = higgs.config.semantic_downsample_factor
+        if step > 1:
+            features = features[:, ::step, :]
+        return higgs.encoder_semantic(features.transpose(1, 2))
+
+
+class QuantizerEncoder(nn.Module):
+    def __init__(self, higgs):
+        super().__init__()
+        self.higgs = higgs
+
+    def forward(self, acoustic_features, semantic_features):
+        embeddings = torch.cat([acoustic_features, semantic_features], dim=1)
+        embeddings = self.higgs.fc(embeddings.transpose(1, 2)).transpose(1, 2)
+        codes = self.higgs.quantizer.encode(embeddings, self.higgs.config.target_bandwidths[-1])
+        return codes.transpose(0, 1)
+
+
+class HiggsDecoder(nn.Module):
+    def __init__(self, higgs):
+        super().__init__()
+        self.higgs = higgs
+
+    def forward(self, audio_codes):
+        return self.higgs.decode(audio_codes, return_dict=False)
+
+
+MODULES = {
+    "acoustic_encoder": AcousticEncoder,
+    "semantic_encoder": SemanticEncoder,
+    "quantizer_encoder": QuantizerEncoder,
+    "higgs_decoder": HiggsDecoder,
+}
+
+
+def load_higgs(audio_tokenizer_dir: str | Path):
+    from transformers import HiggsAudioV2TokenizerModel
+
+    model = HiggsAudioV2TokenizerModel.from_pretrained(str(audio_tokenizer_dir)).eval()
+    model.remove_weight_norm()  # plain weights export faster and run faster
+    return model
+
+
+def _dummy_inputs(higgs, name: str) -> tuple:
+    frames = 10
+    wav = torch.randn(1, 1, frames * higgs.config.hop_length) * 0.1
+    if name in ("acoustic_encoder", "semantic_encoder"):
+        return (wav,)
+    with torch.no_grad():
+        acoustic = higgs.acoustic_encoder(wav)
+        semantic = MODULES["semantic_encoder"](higgs)(wav)
+    if name == "quantizer_encoder":
+        return (acoustic, semantic)
+    return (MODULES["quantizer_encoder"](higgs)(acoustic, semantic),)
+
+
+def _dynamic_axes(name: str) -> dict:
+    inputs, outputs = GRAPHS[name]
+    axes = {}
+    for tensor in inputs + outputs:
+        axes[tensor] = {0: "batch_size", 2: "samples" if tensor == "waveform" else "frames"}
+    return axes
+
+
+def export_graph(higgs, name: str, path: Path) -> None:
+    """Export one of the four graphs to ``path`` (fp32, opset 17)."""
+    module = MODULES[name](higgs).eval()
+    inputs, outputs = GRAPHS[name]
+    with torch.no_grad():
+        torch.onnx.export(
+            module,
+            _dummy_inputs(higgs, name),
+            str(path),
+            input_names=inputs,
+            output_names=outputs,
+            dynamic_axes=_dynamic_axes(name),
+            opset_version=17,
+            dynamo=False,
+        )
+
+
+def to_fp16(path: Path) -> None:
+    """Convert a graph's weights and math to fp16 in place, keeping fp32 inputs and outputs."""
+    import onnx
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    model = onnx.load(str(path))
+    model = convert_float_to_float16(model, keep_io_types=True, disable_shape_infer=True)
+    onnx.save(model, str(path))
+
+
+def export_higgs(audio_tokenizer_dir: str | Path, out_dir: Path, precision: str = "fp16") -> None:
+    """Write the four graphs into ``out_dir`` in ``precision`` (fp16 or fp32)."""
+    if precision not in ("fp16", "fp32"):
+        raise ValueError(f"unknown Higgs precision {precision!r}; use fp16 or fp32")
+    higgs = load_higgs(audio_tokenizer_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in GRAPHS:
+        path = out_dir / f"{name}.onnx"
+        logger.info("higgs: exporting %s (%s)", name, precision if name not in FP32_ONLY else "fp32")
+        export_graph(higgs, name, path)
+        if precision == "fp16" and name not in FP32_ONLY:
+            to_fp16(path)

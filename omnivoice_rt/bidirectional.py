@@ -1,0 +1,88 @@
+"""OmniVoice's LLM attends in both directions; these make and check that in an ONNX graph.
+
+onnxruntime-genai's builder emits ``com.microsoft::GroupQueryAttention`` nodes, which are causal
+unless ``causal=0`` (onnxruntime >= 1.32). A causal LLM is a different model and produces noise,
+so every LLM we build or load must pass :func:`check_bidirectional`.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+GQA = "GroupQueryAttention"
+
+
+def make_bidirectional(src: str | Path, dst: str | Path) -> int:
+    """Copy the ONNX model ``src`` to ``dst`` with ``causal=0`` on every GQA node.
+
+    Weights go to ``<dst name>.data`` beside ``dst``. Returns the number of GQA nodes changed.
+    """
+    import onnx
+    from onnx import helper
+
+    src, dst = Path(src), Path(dst)
+    model = onnx.load(str(src), load_external_data=True)
+    changed = 0
+    for node in model.graph.node:
+        if node.op_type != GQA:
+            continue
+        kept = [a for a in node.attribute if a.name != "causal"]
+        del node.attribute[:]
+        node.attribute.extend(kept + [helper.make_attribute("causal", 0)])
+        changed += 1
+    if not changed:
+        raise ValueError(f"{src} has no {GQA} node; it is not an onnxruntime-genai LLM build")
+    data_name = dst.name + ".data"
+    (dst.parent / data_name).unlink(missing_ok=True)
+    onnx.save_model(
+        model, str(dst), save_as_external_data=True, all_tensors_to_one_file=True,
+        location=data_name, size_threshold=1024,
+    )  # fmt: skip
+    logger.info("made %d attention nodes of %s bidirectional", changed, dst.name)
+    return changed
+
+
+def llm_feeds(session, inputs_embeds: np.ndarray, attention_mask: np.ndarray, head_dim: int) -> dict:
+    """Feeds for one full forward: the embeddings, the mask, and empty past key/values."""
+    feeds = {"inputs_embeds": inputs_embeds, "attention_mask": attention_mask}
+    batch = inputs_embeds.shape[0]
+    for arg in session.get_inputs():
+        if arg.name.startswith("past_key_values"):
+            kv_heads = arg.shape[1]
+            dtype = np.float16 if "float16" in arg.type else np.float32
+            feeds[arg.name] = np.zeros((batch, kv_heads, 0, head_dim), dtype=dtype)
+    return feeds
+
+
+def check_bidirectional(session, head_dim: int, seq_len: int = 8, tolerance: float = 1e-4) -> float:
+    """Raise ``ValueError`` unless the LLM ``session`` is bidirectional; return the evidence.
+
+    Changes only the last position's input and measures how much the first position's output
+    moves: zero for a causal model, clearly non-zero for a bidirectional one.
+    """
+    arg = next(a for a in session.get_inputs() if a.name == "inputs_embeds")
+    hidden = arg.shape[-1]
+    dtype = np.float16 if "float16" in arg.type else np.float32
+    rng = np.random.default_rng(0)
+    embeds = rng.standard_normal((1, seq_len, hidden)).astype(dtype)
+    changed = embeds.copy()
+    changed[0, -1] = rng.standard_normal(hidden).astype(dtype)
+    mask = np.ones((1, seq_len), dtype=np.int64)
+    first = [
+        session.run(["hidden_states"], llm_feeds(session, e, mask, head_dim))[0][0, 0].astype(np.float32)
+        for e in (embeds, changed)
+    ]
+    moved = float(np.abs(first[0] - first[1]).max())
+    if moved <= tolerance:
+        raise ValueError(
+            "the LLM graph attends causally (the first position ignores later ones), so it would "
+            "produce noise: OmniVoice needs bidirectional attention. Repair it with "
+            "omnivoice_rt.bidirectional.make_bidirectional (causal=0 on every GroupQueryAttention "
+            "node, onnxruntime >= 1.32) or rebuild it with build_artifacts.py."
+        )
+    return moved
