@@ -24,6 +24,10 @@ SUBMODELS = {
     "audio_embeddings_encoder": ("load_encoder", audio_models.encoder_io_config),
     "audio_heads_decoder": ("load_heads", audio_models.heads_io_config),
 }
+# Olive prints its run history at INFO whatever the level asked for; our stage logs say enough.
+logging.getLogger("olive.engine.engine").addFilter(
+    lambda record: "run history" not in record.getMessage() and "tabulate" not in record.getMessage()
+)
 # Above this many bytes of weights a graph keeps them in ``<name>.onnx.data``.
 EXTERNAL_DATA_BYTES = 64 << 20
 
