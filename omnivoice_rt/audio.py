@@ -1,0 +1,190 @@
+"""Audio in and out: loading, resampling, silence removal, fades, cross-fades.
+
+Arrays are float32 ``(channels, samples)``, as in upstream's ``omnivoice/utils/audio.py``, whose
+functions these follow. Resampling reproduces ``torchaudio.functional.resample`` (windowed sinc,
+Hann window, width 6, rolloff 0.99) in numpy, because a different resampler changes samples and
+so codec codes. Silence detection uses pydub, as upstream does.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+SAMPLE_RATE = 24000
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def load_audio(source, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
+    """A mono (1, T) float32 waveform at ``sample_rate`` from a path, bytes, or (array, rate).
+
+    Raises ``ValueError`` for anything that is not audio, naming what was wrong.
+    """
+    import soundfile as sf
+
+    if isinstance(source, tuple):
+        data, rate = source
+        data = np.asarray(data, dtype=np.float32)
+        if data.ndim == 1:
+            data = data[None, :]
+        elif data.ndim == 2 and data.shape[0] > data.shape[1]:
+            data = data.T  # (T, C) as soundfile and Gradio give it
+        elif data.ndim != 2:
+            raise ValueError(f"reference audio must be 1-D or 2-D, got shape {data.shape}")
+    else:
+        try:
+            handle = io.BytesIO(source) if isinstance(source, bytes) else str(Path(source))
+            samples, rate = sf.read(handle, dtype="float32", always_2d=True)
+        except (RuntimeError, sf.LibsndfileError, TypeError) as exc:
+            raise ValueError(
+                f"could not read the reference audio ({exc}); use a WAV, FLAC or OGG file"
+            ) from exc
+        data = samples.T
+    if not isinstance(rate, (int, np.integer)) or rate <= 0:
+        raise ValueError(f"invalid sample rate {rate!r}")
+    if data.shape[-1] == 0:
+        raise ValueError("the reference audio is empty")
+    if not np.all(np.isfinite(data)):
+        raise ValueError("the reference audio contains NaN or infinite samples")
+    if data.shape[0] > 1:
+        data = data.mean(axis=0, keepdims=True)
+    return resample(data, int(rate), sample_rate)
+
+
+# ----------------------------------------------------------------------------- resampling
+
+
+@lru_cache(maxsize=16)
+def _sinc_kernel(orig: int, new: int, width_zeros: int = 6, rolloff: float = 0.99) -> tuple[np.ndarray, int]:
+    """torchaudio's ``_get_sinc_resample_kernel`` (sinc_interp_hann), for rates already divided by their gcd."""
+    base = min(orig, new) * rolloff
+    width = math.ceil(width_zeros * orig / base)
+    idx = np.arange(-width, width + orig, dtype=np.float64)[None, :] / orig
+    t = (np.arange(0, -new, -1, dtype=np.float32)[:, None] / np.float32(new)).astype(np.float64) + idx
+    t = np.clip(t * base, -width_zeros, width_zeros)
+    window = np.cos(t * math.pi / width_zeros / 2) ** 2
+    t = t * math.pi
+    with np.errstate(invalid="ignore", divide="ignore"):
+        kernels = np.where(t == 0, 1.0, np.sin(t) / t)
+    kernels = kernels * window * (base / orig)
+    return kernels.astype(np.float32), width
+
+
+def resample(audio: np.ndarray, orig_rate: int, new_rate: int) -> np.ndarray:
+    """Resample ``(..., T)`` from ``orig_rate`` to ``new_rate`` exactly as torchaudio does."""
+    if orig_rate == new_rate:
+        return np.ascontiguousarray(audio, dtype=np.float32)
+    gcd = math.gcd(orig_rate, new_rate)
+    orig, new = orig_rate // gcd, new_rate // gcd
+    kernels, width = _sinc_kernel(orig, new)
+    shape = audio.shape
+    flat = audio.reshape(-1, shape[-1]).astype(np.float32)
+    length = flat.shape[-1]
+    padded = np.pad(flat, ((0, 0), (width, width + orig)))
+    taps = kernels.shape[-1]
+    steps = (padded.shape[-1] - taps) // orig + 1
+    frames = np.lib.stride_tricks.sliding_window_view(padded, taps, axis=-1)[:, ::orig][:, :steps]
+    out = np.einsum("bsk,nk->bsn", frames, kernels).reshape(flat.shape[0], -1)
+    target = math.ceil(new * length / orig)
+    return np.ascontiguousarray(out[:, :target]).reshape(*shape[:-1], -1)
+
+
+# ----------------------------------------------------------------------------- silence (pydub, as upstream)
+
+
+def _to_segment(audio: np.ndarray, rate: int):
+    from pydub import AudioSegment
+
+    pcm = (audio * 32768.0).clip(-32768, 32767).astype(np.int16)
+    if pcm.shape[0] > 1:
+        pcm = pcm.T.flatten()
+    return AudioSegment(data=pcm.tobytes(), sample_width=2, frame_rate=rate, channels=audio.shape[0])
+
+
+def _from_segment(segment) -> np.ndarray:
+    data = np.array(segment.get_array_of_samples()).astype(np.float32) / 32768.0
+    return data[None, :] if segment.channels == 1 else data.reshape(-1, segment.channels).T
+
+
+def remove_silence(audio: np.ndarray, rate: int, mid_sil: int = 300, lead_sil: int = 100, trail_sil: int = 300) -> np.ndarray:
+    """Shorten inner silences over ``mid_sil`` ms and trim the edges to ``lead_sil``/``trail_sil`` ms."""
+    from pydub import AudioSegment
+    from pydub.silence import detect_leading_silence, split_on_silence
+
+    wave = _to_segment(audio, rate)
+    if mid_sil > 0:
+        pieces = split_on_silence(wave, min_silence_len=mid_sil, silence_thresh=-50, keep_silence=mid_sil, seek_step=10)
+        wave = AudioSegment.silent(duration=0)
+        for piece in pieces:
+            wave += piece
+    start = max(0, detect_leading_silence(wave, silence_threshold=-50) - lead_sil)
+    wave = wave[start:].reverse()
+    start = max(0, detect_leading_silence(wave, silence_threshold=-50) - trail_sil)
+    return _from_segment(wave[start:].reverse())
+
+
+def trim_long_audio(audio: np.ndarray, rate: int, max_duration: float = 15.0, min_duration: float = 3.0,
+                    trim_threshold: float = 20.0) -> np.ndarray:  # fmt: skip
+    """Cut audio longer than ``trim_threshold`` s at the latest silence gap before ``max_duration``."""
+    from pydub.silence import detect_nonsilent
+
+    if audio.shape[-1] / rate <= trim_threshold:
+        return audio
+    segment = _to_segment(audio, rate)
+    spans = detect_nonsilent(segment, min_silence_len=100, silence_thresh=-40, seek_step=10)
+    if not spans:
+        return audio
+    max_ms, min_ms = int(max_duration * 1000), int(min_duration * 1000)
+    split = 0
+    for start, end in spans:
+        if split < start <= max_ms:
+            split = start
+        if end > max_ms:
+            break
+    if split < min_ms:
+        split = min(max_ms, len(segment))
+    return _from_segment(segment[:split])
+
+
+# ----------------------------------------------------------------------------- fades
+
+
+def fade_and_pad(audio: np.ndarray, pad_duration: float = 0.1, fade_duration: float = 0.1,
+                 rate: int = SAMPLE_RATE) -> np.ndarray:  # fmt: skip
+    """Linear fade-in/out of ``fade_duration`` s, then ``pad_duration`` s of silence each side."""
+    if audio.shape[-1] == 0:
+        return audio
+    out = audio.copy()
+    k = min(int(fade_duration * rate), out.shape[-1] // 2)
+    if k > 0:
+        out[..., :k] *= np.linspace(0, 1, k, dtype=np.float32)[None, :]
+        out[..., -k:] *= np.linspace(1, 0, k, dtype=np.float32)[None, :]
+    pad = int(pad_duration * rate)
+    if pad > 0:
+        silence = np.zeros((out.shape[0], pad), dtype=out.dtype)
+        out = np.concatenate([silence, out, silence], axis=-1)
+    return out
+
+
+def cross_fade(chunks: list[np.ndarray], rate: int = SAMPLE_RATE, silence_duration: float = 0.3) -> np.ndarray:
+    """Join chunks with a 0.1 s fade-out, 0.1 s of silence and a 0.1 s fade-in at each seam."""
+    if len(chunks) == 1:
+        return chunks[0]
+    fade = int(silence_duration * rate) // 3
+    merged = chunks[0].copy()
+    for chunk in chunks[1:]:
+        n_out = min(fade, merged.shape[-1])
+        if n_out > 0:
+            merged[..., -n_out:] *= np.linspace(1, 0, n_out, dtype=np.float32)[None, :]
+        incoming = chunk.copy()
+        n_in = min(fade, incoming.shape[-1])
+        if n_in > 0:
+            incoming[..., :n_in] *= np.linspace(0, 1, n_in, dtype=np.float32)[None, :]
+        merged = np.concatenate([merged, np.zeros((chunks[0].shape[0], fade), np.float32), incoming], axis=-1)
+    return merged

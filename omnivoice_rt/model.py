@@ -1,0 +1,331 @@
+"""``OmniVoiceONNX``: load an artifact folder once, then turn text into speech.
+
+    voice = OmniVoiceONNX.load("artifacts", precision="int4")
+    speech = voice.generate("Hello world.", language="en", seed=0)
+    soundfile.write("hello.wav", speech.waveform, speech.sample_rate)
+
+Everything follows upstream ``OmniVoice.generate`` (omnivoice 0.2.1). Differences, on purpose:
+- the unconditional rows run without padding (trimmed CFG: the same numbers, less work), and
+  the embeddings of the fixed prompt are computed once rather than every step;
+- random draws come from numpy's ``Generator`` (``seed``), so sampled output is reproducible
+  here but not bit-equal to torch's; at zero temperatures the codes equal upstream's;
+- voice cloning needs ``ref_text`` (there is no speech recogniser here), an unknown language is an
+  error rather than a warning, and bad input raises ``ValueError`` with a hint.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from omnivoice_rt import audio as audio_ops
+from omnivoice_rt.bidirectional import llm_feeds
+from omnivoice_rt.codec import Codec
+from omnivoice_rt.manifest import read_manifest
+from omnivoice_rt.prompt import Prompt, TextTokenizer, build_prompt
+from omnivoice_rt.sessions import load_sessions
+from omnivoice_rt.text import (
+    ZH_RE,
+    add_punctuation,
+    chunk_text_punctuation,
+    estimate_frames,
+    resolve_instruct,
+    resolve_language,
+)
+from omnivoice_rt.unmask import UnmaskSettings, unmask
+from omnivoice_rt.voice_prompt import VoicePrompt
+
+logger = logging.getLogger(__name__)
+
+MAX_TEXT_CHARS = 10_000
+MAX_DURATION_S = 600.0
+MIN_REFERENCE_S = 0.5
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """Per-call settings; the defaults are upstream's ``OmniVoiceGenerationConfig``."""
+
+    num_step: int = 32
+    guidance_scale: float = 2.0
+    t_shift: float = 0.1
+    layer_penalty_factor: float = 5.0
+    position_temperature: float = 5.0
+    class_temperature: float = 0.0
+    denoise: bool = True
+    preprocess_prompt: bool = True
+    postprocess_output: bool = True
+    audio_chunk_duration: float = 15.0
+    audio_chunk_threshold: float = 30.0
+    pad_duration: float = 0.1
+    fade_duration: float = 0.1
+
+    def validate(self) -> None:
+        if not isinstance(self.num_step, (int, np.integer)) or not 1 <= self.num_step <= 256:
+            raise ValueError(f"num_step must be an integer from 1 to 256 (12, 16 or 32 are typical), got {self.num_step}")
+        for name in ("guidance_scale", "t_shift", "layer_penalty_factor", "position_temperature", "class_temperature"):
+            value = getattr(self, name)
+            if not np.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+        if self.t_shift == 0:
+            raise ValueError("t_shift must be > 0 (upstream's default is 0.1)")
+
+    @property
+    def unmask(self) -> UnmaskSettings:
+        return UnmaskSettings(
+            self.num_step, self.guidance_scale, self.t_shift, self.layer_penalty_factor,
+            self.position_temperature, self.class_temperature,
+        )  # fmt: skip
+
+
+@dataclass
+class Speech:
+    """A synthesis result: float32 mono waveform at ``sample_rate`` and what it took."""
+
+    waveform: np.ndarray
+    sample_rate: int
+    codes: list[np.ndarray]  # (C, T) codes of each chunk
+    metadata: dict = field(default_factory=dict)
+
+    @property
+    def seconds(self) -> float:
+        return self.waveform.shape[-1] / self.sample_rate
+
+
+def check_text(text) -> str:
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a string, got {type(text).__name__}")
+    text = "".join(c for c in text if unicodedata.category(c) != "Cc" or c in "\n\t")
+    if not text.strip():
+        raise ValueError("text is empty: type something to say")
+    if len(text) > MAX_TEXT_CHARS:
+        raise ValueError(f"text is {len(text)} characters long; the limit is {MAX_TEXT_CHARS}. Split it into parts.")
+    if not any(unicodedata.category(c)[0] in "LN" for c in text):
+        raise ValueError("text has no letters or digits to speak (only punctuation or symbols)")
+    return text
+
+
+class OmniVoiceONNX:
+    """OmniVoice text-to-speech on ONNX Runtime. Build with :meth:`load`."""
+
+    def __init__(self, root: Path, precision: str, sessions: dict, manifest: dict):
+        self.root = root
+        self.precision = precision
+        self.sessions = sessions
+        self.config = manifest["model"]
+        self.sample_rate = int(self.config["sample_rate"])
+        self.frame_rate = int(self.config["frame_rate"])
+        self.num_codebooks = int(self.config["num_audio_codebook"])
+        self.mask_id = int(self.config["audio_mask_id"])
+        self.tokenizer = TextTokenizer(root / "tokenizer.json")
+        self.codec = Codec(sessions, int(self.config["hop_length"]), self.sample_rate)
+        llm_input = next(a for a in sessions["llm_decoder"].get_inputs() if a.name == "inputs_embeds")
+        self._llm_dtype = np.float16 if "float16" in llm_input.type else np.float32
+
+    @classmethod
+    def load(cls, artifact_dir: str | Path, precision: str = "int4", providers: list[str] | None = None,
+             threads: int | None = None, verify: bool = False) -> OmniVoiceONNX:  # fmt: skip
+        """Open every graph of ``precision`` (int4, fp16, fp32 or cuda) in ``artifact_dir``."""
+        root = Path(artifact_dir)
+        sessions = load_sessions(root, precision, providers=providers, verify_hashes=verify, threads=threads)
+        return cls(root, precision, sessions, read_manifest(root))
+
+    # ------------------------------------------------------------------ model calls
+
+    def _run(self, name: str, feeds: dict, outputs: list[str] | None = None) -> list[np.ndarray]:
+        started = time.perf_counter()
+        result = self.sessions[name].run(outputs, feeds)
+        self._timings[name] = self._timings.get(name, 0.0) + time.perf_counter() - started
+        return result
+
+    def _embed(self, ids: np.ndarray, audio_mask: np.ndarray) -> np.ndarray:
+        feeds = {"input_ids": ids[None], "audio_mask": audio_mask[None]}
+        return self._run("audio_embeddings_encoder", feeds)[0].astype(self._llm_dtype)
+
+    def _llm(self, embeds: np.ndarray) -> np.ndarray:
+        mask = np.ones(embeds.shape[:2], dtype=np.int64)
+        feeds = llm_feeds(self.sessions["llm_decoder"], embeds, mask, int(self.config["head_dim"]))
+        return self._run("llm_decoder", feeds, ["hidden_states"])[0]
+
+    def _forward_for(self, prompt: Prompt):
+        """The model as the unmasking loop needs it: target codes -> (cond, uncond) logits."""
+        prefix = self._embed(prompt.ids[:, : prompt.prefix_len], prompt.audio_mask[: prompt.prefix_len])
+        target_mask = np.ones(prompt.target_len, dtype=bool)
+
+        def forward(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            target = self._embed(tokens, target_mask)  # the uncond row is the target alone
+            cond = self._llm(np.concatenate([prefix, target], axis=1))[:, -prompt.target_len :]
+            uncond = self._llm(target)
+            hidden = np.concatenate([cond, uncond], axis=0).astype(np.float32)
+            logits = self._run("audio_heads_decoder", {"hidden_states": hidden})[0]
+            return logits[0], logits[1]
+
+        return forward
+
+    # ------------------------------------------------------------------ voice prompts
+
+    def create_voice_prompt(self, ref_audio, ref_text: str, preprocess_prompt: bool = True) -> VoicePrompt:
+        """Encode a reference recording (path, bytes or (array, sample_rate)) and its transcript."""
+        if not isinstance(ref_text, str) or not ref_text.strip():
+            raise ValueError("ref_text is required for voice cloning: type what the reference recording says")
+        wav = audio_ops.load_audio(ref_audio, self.sample_rate)
+        rms = float(np.sqrt(np.mean(wav.astype(np.float64) ** 2)))
+        if rms < 1e-5:
+            raise ValueError("the reference audio is silent; record 3-10 s of clear speech")
+        if rms < 0.1:
+            wav = wav * np.float32(0.1 / rms)
+        if preprocess_prompt:
+            wav = audio_ops.remove_silence(wav, self.sample_rate, mid_sil=200, lead_sil=100, trail_sil=200)
+        seconds = wav.shape[-1] / self.sample_rate
+        if seconds < MIN_REFERENCE_S:
+            raise ValueError(
+                f"the reference has {seconds:.2f} s of sound after silence removal; it needs at least "
+                f"{MIN_REFERENCE_S} s (3-10 s of clear speech works best)"
+            )
+        if seconds > 20:
+            logger.warning("the reference is %.1f s long; 3-10 s is faster and clones better", seconds)
+        hop = self.codec.hop_length
+        wav = wav[:, : wav.shape[-1] - wav.shape[-1] % hop]
+        started = time.perf_counter()
+        codes = self.codec.encode(wav)
+        logger.debug("encoded a %.2f s reference in %.2f s", seconds, time.perf_counter() - started)
+        text = add_punctuation(ref_text) if preprocess_prompt else ref_text
+        return VoicePrompt(codes=codes, text=text, rms=rms)
+
+    # ------------------------------------------------------------------ synthesis
+
+    def generate(
+        self,
+        text: str,
+        *,
+        language: str | None = None,
+        instruct: str | None = None,
+        ref_audio=None,
+        ref_text: str | None = None,
+        voice_prompt: VoicePrompt | str | Path | None = None,
+        duration: float | None = None,
+        speed: float | None = None,
+        seed: int | None = None,
+        progress: Progress | None = None,
+        settings: GenerationSettings | None = None,
+        **overrides,
+    ) -> Speech:
+        """Speech for ``text``; ``overrides`` are fields of :class:`GenerationSettings` (num_step=16, ...)."""
+        started = time.perf_counter()
+        self._timings: dict[str, float] = {}
+        settings = replace(settings or GenerationSettings(), **overrides)
+        settings.validate()
+        text = check_text(text)
+        if duration is not None and not (0 < duration <= MAX_DURATION_S):
+            raise ValueError(f"duration must be in (0, {MAX_DURATION_S:.0f}] seconds, got {duration}")
+        if speed is not None and not (0 < speed <= 10):
+            raise ValueError(f"speed must be in (0, 10] (1.0 is normal), got {speed}")
+        language = resolve_language(language)
+        instruct = resolve_instruct(instruct, use_zh=bool(ZH_RE.search(text)))
+
+        if isinstance(voice_prompt, (str, Path)):
+            voice_prompt = VoicePrompt.load(voice_prompt, self.num_codebooks)
+        if voice_prompt is None and ref_audio is not None:
+            voice_prompt = self.create_voice_prompt(ref_audio, ref_text, settings.preprocess_prompt)
+        elif voice_prompt is None and ref_text:
+            raise ValueError("ref_text was given without ref_audio or a voice prompt")
+        ref_codes = voice_prompt.codes if voice_prompt is not None else None
+        ref_text = voice_prompt.text if voice_prompt is not None else None
+        ref_frames = ref_codes.shape[1] if ref_codes is not None else None
+
+        # Target length: duration overrides the estimate; speed scales it.
+        estimate = estimate_frames(text, ref_text, ref_frames, 1.0 if duration else (speed or 1.0))
+        target_len = max(1, int(duration * self.frame_rate)) if duration else estimate
+        chunk_speed = estimate / target_len if duration else (speed or 1.0)
+
+        rng = np.random.default_rng(seed)
+        common = dict(language=language, instruct=instruct, settings=settings, rng=rng)
+        if target_len <= int(settings.audio_chunk_threshold * self.frame_rate):
+            steps = _StepCounter(progress, settings.num_step)
+            chunks = [self._generate_codes(text, target_len, ref_text, ref_codes, steps=steps, **common)]
+        else:
+            chunks = self._generate_chunked(text, target_len, ref_text, ref_codes, chunk_speed, progress, **common)
+        unmasked = time.perf_counter()
+
+        pieces = [self.codec.decode(codes) for codes in chunks]
+        waveform = audio_ops.cross_fade(pieces, self.sample_rate)
+        decoded = time.perf_counter()
+        waveform = self._post_process(waveform, voice_prompt.rms if voice_prompt else None, settings)
+        total = time.perf_counter() - started
+        speech = Speech(waveform=waveform[0], sample_rate=self.sample_rate, codes=chunks)
+        speech.metadata = {
+            "frames": int(sum(c.shape[1] for c in chunks)),
+            "chunks": len(chunks),
+            "steps": settings.num_step * len(chunks),
+            "seconds": speech.seconds,
+            "precision": self.precision,
+            "timings": {
+                "unmask": unmasked - started,
+                "decode": decoded - unmasked,
+                "postprocess": total - (decoded - started),
+                "total": total,
+                **{f"model.{k}": v for k, v in self._timings.items()},
+            },
+            "rtf": total / max(speech.seconds, 1e-9),
+        }
+        return speech
+
+    def _generate_codes(self, text, target_len, ref_text, ref_codes, *, language, instruct, settings, rng, steps):
+        prompt = build_prompt(
+            self.tokenizer, text, target_len, num_codebooks=self.num_codebooks, mask_id=self.mask_id,
+            ref_text=ref_text, ref_codes=ref_codes, language=language, instruct=instruct, denoise=settings.denoise,
+        )  # fmt: skip
+        forward = self._forward_for(prompt)
+        return unmask(forward, self.num_codebooks, target_len, self.mask_id, settings.unmask, rng, steps.step)
+
+    def _generate_chunked(self, text, target_len, ref_text, ref_codes, speed, progress, **common):
+        """Upstream's ``_generate_chunked``: ~15 s pieces split at punctuation. Without a
+        reference, the first piece becomes the reference for the rest."""
+        settings = common["settings"]
+        chars_per_piece = int(settings.audio_chunk_duration * self.frame_rate / (target_len / len(text)))
+        pieces = chunk_text_punctuation(text, chars_per_piece, min_chunk_len=3)
+        steps = _StepCounter(progress, settings.num_step * len(pieces))
+        results = []
+        for index, piece in enumerate(pieces):
+            if ref_codes is None and index > 0:
+                piece_ref_text, piece_ref_codes = pieces[0], results[0]
+            else:
+                piece_ref_text, piece_ref_codes = ref_text, ref_codes
+            frames = estimate_frames(
+                piece, piece_ref_text, None if piece_ref_codes is None else piece_ref_codes.shape[1], speed
+            )
+            results.append(self._generate_codes(piece, frames, piece_ref_text, piece_ref_codes, steps=steps, **common))
+        return results
+
+    def _post_process(self, waveform: np.ndarray, ref_rms: float | None, settings: GenerationSettings) -> np.ndarray:
+        """Upstream's ``_post_process_audio``: silence removal, loudness, fades and padding."""
+        if settings.postprocess_output:
+            waveform = audio_ops.remove_silence(waveform, self.sample_rate, mid_sil=500, lead_sil=100, trail_sil=100)
+        if ref_rms is not None and ref_rms < 0.1:
+            waveform = waveform * ref_rms / 0.1
+        elif ref_rms is None and waveform.size:
+            peak = np.abs(waveform).max()
+            if peak > 1e-6:
+                waveform = waveform / peak * 0.5
+        return audio_ops.fade_and_pad(
+            waveform.astype(np.float32), settings.pad_duration, settings.fade_duration, self.sample_rate
+        )
+
+
+class _StepCounter:
+    """Counts unmasking steps across chunks and reports them to the caller's progress callback."""
+
+    def __init__(self, progress: Progress | None, total: int):
+        self.progress, self.total, self.done = progress, total, 0
+
+    def step(self, _step: int, _num_step: int) -> None:
+        self.done += 1
+        if self.progress is not None:
+            self.progress(self.done, self.total)
