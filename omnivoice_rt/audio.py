@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import math
+import warnings
 from functools import lru_cache
 from pathlib import Path
 
@@ -96,6 +97,9 @@ def resample(audio: np.ndarray, orig_rate: int, new_rate: int) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- silence (pydub, as upstream)
+
+# pydub looks for ffmpeg on import; we only hand it raw PCM, so ffmpeg is never needed.
+warnings.filterwarnings("ignore", message="Couldn't find ffmpeg", category=RuntimeWarning)
 
 
 def _to_segment(audio: np.ndarray, rate: int):

@@ -29,10 +29,14 @@ class UnmaskSettings:
 
 
 def time_steps(num_step: int, t_shift: float) -> list[float]:
-    """``t_shift * t / (1 + (t_shift - 1) * t)`` over ``linspace(0, 1, num_step + 1)`` in float32,
-    as upstream computes it. torch's own linspace can differ in the last bit (it depends on the
-    CPU's vector width); the step counts below are tested equal to upstream's."""
-    t = np.linspace(0, 1, num_step + 1, dtype=np.float32)
+    """``t_shift * t / (1 + (t_shift - 1) * t)`` over ``linspace(0, 1, num_step + 1)``, in float32
+    bit for bit as torch computes it, so that the step counts equal upstream's. torch's linspace
+    counts up from 0 for the first half and down from 1 for the second, each value one fused
+    multiply-add (exact in float64, then rounded once to float32)."""
+    n = num_step + 1
+    step = np.float64(np.float32(1.0) / np.float32(num_step))
+    i = np.arange(n, dtype=np.float64)
+    t = np.where(i < n // 2, step * i, 1.0 - step * (n - 1 - i)).astype(np.float32)
     shifted = np.float32(t_shift) * t / (np.float32(1) + np.float32(t_shift - 1) * t)
     return shifted.astype(np.float32).tolist()
 

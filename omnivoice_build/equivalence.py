@@ -1,0 +1,110 @@
+"""Our runtime against upstream ``OmniVoice.generate`` on the same checkpoint (build requirements).
+
+With ``position_temperature=0`` and ``class_temperature=0`` generation is deterministic, so the
+codes from fp32 artifacts must equal upstream's exactly; the waveforms then differ only by the
+codec's float rounding. Used by the tests and by ``python -m omnivoice_rt eval --mode equiv``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+GREEDY = {"position_temperature": 0.0, "class_temperature": 0.0}
+
+# (name, generate keyword arguments); ``ref_audio`` is filled in by the caller.
+LONG_TEXT = " ".join(f"This is sentence number {i} of a rather long text, which keeps going on and on." for i in range(12))
+CASES = [
+    ("auto voice", {"text": "Hello world, this is a test."}),
+    ("voice design en", {"text": "Hello world, this is a test.", "instruct": "female, low pitch, british accent"}),
+    ("voice design zh", {"text": "你好，世界。今天天气很好。", "instruct": "男，河南话", "language": "zh"}),
+    ("language code", {"text": "Guten Tag, wie geht es?", "language": "de"}),
+    ("language name", {"text": "Hello there.", "language": "English"}),
+    ("duration", {"text": "Hello there.", "duration": 2.0}),
+    ("speed", {"text": "Hello there my friend.", "speed": 1.5}),
+    ("non-verbal tag", {"text": "Hello [laughter] there."}),
+    ("voice clone", {"text": "Hello world, this is a test.", "ref_text": "This is my voice."}),
+    ("chunked", {"text": LONG_TEXT}),
+]
+
+
+@dataclass
+class Comparison:
+    name: str
+    codes_equal: bool
+    chunks: int
+    frames: int
+    max_abs_diff: float  # of the final waveforms; inf when their lengths differ
+    upstream_peak: float
+
+    def __str__(self) -> str:
+        verdict = "equal" if self.codes_equal else "DIFFER"
+        return (f"{self.name:18s} codes {verdict:6s} chunks {self.chunks} frames {self.frames:5d} "
+                f"waveform max|diff| {self.max_abs_diff:.2e} (peak {self.upstream_peak:.2f})")  # fmt: skip
+
+
+def upstream_codes(model, **kwargs) -> tuple[list[np.ndarray], np.ndarray]:
+    """Upstream's waveform and the codes of every ``_generate_iterative`` call it made."""
+    captured: list[np.ndarray] = []
+    original = model._generate_iterative
+
+    def spy(task, config):
+        result = original(task, config)
+        captured.extend(codes.cpu().numpy() for codes in result)
+        return result
+
+    model._generate_iterative = spy
+    try:
+        waveform = model.generate(**GREEDY, **kwargs)[0]
+    finally:
+        model._generate_iterative = original
+    return captured, waveform
+
+
+def compare(name: str, upstream_model, runtime, **kwargs) -> Comparison:
+    expected_codes, expected = upstream_codes(upstream_model, **kwargs)
+    speech = runtime.generate(**GREEDY, **kwargs)
+    equal = len(expected_codes) == len(speech.codes) and all(
+        np.array_equal(a, b) for a, b in zip(expected_codes, speech.codes, strict=True)
+    )
+    diff = float(np.abs(expected - speech.waveform).max()) if expected.shape == speech.waveform.shape else float("inf")
+    frames = sum(c.shape[1] for c in speech.codes)
+    return Comparison(name, equal, len(speech.codes), frames, diff, float(np.abs(expected).max()))
+
+
+def run_all(checkpoint: str, artifacts: str, ref_audio: str, precision: str = "fp32") -> list[Comparison]:
+    from omnivoice.models.omnivoice import OmniVoice
+
+    from omnivoice_rt.model import OmniVoiceONNX
+
+    upstream_model = OmniVoice.from_pretrained(checkpoint).eval()
+    runtime = OmniVoiceONNX.load(artifacts, precision)
+    results = []
+    for name, kwargs in CASES:
+        if "ref_text" in kwargs:
+            kwargs = {**kwargs, "ref_audio": ref_audio}
+        results.append(compare(name, upstream_model, runtime, **kwargs))
+    return results
+
+
+def speechlike(seconds: float, rate: int, seed: int = 0) -> np.ndarray:
+    """A test signal that survives silence removal: harmonics of a wobbling pitch, a slow
+    loudness swell, a little noise, and 0.3 s of leading silence. (T,) float32."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(rate * seconds)) / rate
+    pitch = 140 + 30 * np.sin(2 * np.pi * 3 * t)
+    phase = 2 * np.pi * np.cumsum(pitch) / rate
+    wave = sum(np.sin(k * phase) / k for k in range(1, 6)) * 0.2 * (0.6 + 0.4 * np.sin(2 * np.pi * 1.5 * t))
+    wave = wave + 0.005 * rng.standard_normal(t.size)
+    wave[: int(0.3 * rate)] = 0
+    return wave.astype(np.float32)
+
+
+def write_reference(path: str, seconds: float = 3.0, rate: int = 16000, channels: int = 2) -> str:
+    """Write :func:`speechlike` as a wav file (16 kHz stereo by default, as the tests use)."""
+    import soundfile as sf
+
+    mono = speechlike(seconds, rate)
+    sf.write(path, np.stack([mono * (1 - 0.2 * c) for c in range(channels)], axis=1), rate)
+    return path

@@ -1,0 +1,179 @@
+"""Command line: ``python -m omnivoice_rt {synthesize,roundtrip,prompt,eval} --help``.
+
+    python -m omnivoice_rt synthesize --model-dir artifacts --text "Hello." --output hello.wav
+    python -m omnivoice_rt prompt --model-dir artifacts --ref-audio me.wav --ref-text "..." --output me.npz
+    python -m omnivoice_rt synthesize --model-dir artifacts --voice-prompt me.npz --text "..." --output out.wav
+    python -m omnivoice_rt roundtrip --model-dir artifacts --input in.wav --output out.wav
+    python -m omnivoice_rt eval --mode rtf --model-dir artifacts
+    python -m omnivoice_rt eval --mode equiv --model-dir fp32-artifacts --checkpoint CHECKPOINT
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tempfile
+import time
+
+from omnivoice_rt.manifest import ArtifactError
+
+logger = logging.getLogger("omnivoice_rt")
+
+
+def _load(args):
+    from omnivoice_rt.model import OmniVoiceONNX
+
+    return OmniVoiceONNX.load(args.model_dir, args.precision, threads=args.threads)
+
+
+def _write(path: str, waveform, rate: int) -> None:
+    import soundfile as sf
+
+    sf.write(path, waveform, rate)
+
+
+def cmd_synthesize(args) -> int:
+    voice = _load(args)
+    options = {
+        name: getattr(args, name)
+        for name in ("num_step", "guidance_scale", "t_shift", "layer_penalty_factor", "position_temperature",
+                     "class_temperature", "denoise", "preprocess_prompt", "postprocess_output")
+    }  # fmt: skip
+
+    def progress(done: int, total: int) -> None:
+        print(f"\rstep {done}/{total}", end="", file=sys.stderr, flush=True)
+
+    speech = voice.generate(
+        args.text, language=args.language, instruct=args.instruct, ref_audio=args.ref_audio,
+        ref_text=args.ref_text, voice_prompt=args.voice_prompt, duration=args.duration, speed=args.speed,
+        seed=args.seed, progress=progress, **options,
+    )  # fmt: skip
+    print(file=sys.stderr)
+    _write(args.output, speech.waveform, speech.sample_rate)
+    meta = speech.metadata
+    print(f"{args.output}: {meta['frames']} frames, {meta['seconds']:.2f} s of audio in "
+          f"{meta['timings']['total']:.2f} s, real-time factor {meta['rtf']:.3f} ({meta['precision']})")  # fmt: skip
+    return 0
+
+
+def cmd_roundtrip(args) -> int:
+    from omnivoice_rt.audio import load_audio
+
+    voice = _load(args)
+    wav = load_audio(args.input, voice.sample_rate)
+    wav = wav[:, : wav.shape[-1] - wav.shape[-1] % voice.codec.hop_length]
+    codes = voice.codec.encode(wav)
+    out = voice.codec.decode(codes)
+    _write(args.output, out[0], voice.sample_rate)
+    print(f"{args.output}: {codes.shape[1]} frames of {codes.shape[0]} codebooks, {out.shape[-1] / voice.sample_rate:.2f} s")
+    return 0
+
+
+def cmd_prompt(args) -> int:
+    voice = _load(args)
+    prompt = voice.create_voice_prompt(args.ref_audio, args.ref_text)
+    prompt.save(args.output)
+    print(f"{args.output}: {prompt.codes.shape[1]} frames, text {prompt.text!r}")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    if args.mode == "rtf":
+        voice = _load(args)
+        text = args.text or "This is a short sentence to measure how fast speech is made on this machine."
+        for run in range(args.runs):
+            started = time.perf_counter()
+            speech = voice.generate(text, num_step=args.num_step, seed=run)
+            took = time.perf_counter() - started
+            print(f"run {run}: {speech.seconds:.2f} s of audio in {took:.2f} s, real-time factor {took / speech.seconds:.3f}")
+        return 0
+    if not args.checkpoint:
+        raise ValueError("eval --mode equiv needs --checkpoint: the OmniVoice PyTorch checkpoint the artifacts came from")
+    try:
+        from omnivoice_build.equivalence import run_all, write_reference
+    except ImportError as exc:
+        raise ValueError(f"eval --mode equiv needs the build requirements ({exc}): pip install -r requirements-dev.txt") from exc
+    with tempfile.TemporaryDirectory() as tmp:
+        reference = args.ref_audio or write_reference(os.path.join(tmp, "reference.wav"))
+        results = run_all(args.checkpoint, args.model_dir, reference, args.precision)
+    for result in results:
+        print(result)
+    equal = sum(r.codes_equal for r in results)
+    print(f"{equal} of {len(results)} cases give upstream's codes")
+    return 0 if equal == len(results) else 1
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m omnivoice_rt", description="OmniVoice on ONNX Runtime")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p):
+        p.add_argument("--model-dir", default=os.environ.get("OMNIVOICE_ARTIFACTS", "artifacts"), help="artifact folder")
+        p.add_argument("--precision", default="int4", choices=["int4", "fp16", "fp32", "cuda"])
+        p.add_argument("--threads", type=int, default=None, help="ONNX Runtime intra-op threads")
+        p.add_argument("-v", "--verbose", action="store_true")
+
+    syn = sub.add_parser("synthesize", help="text to a wav file")
+    common(syn)
+    syn.add_argument("--text", required=True)
+    syn.add_argument("--output", required=True)
+    syn.add_argument("--language")
+    syn.add_argument("--instruct", help="voice design, e.g. 'female, low pitch, british accent'")
+    syn.add_argument("--ref-audio", help="reference recording for voice cloning")
+    syn.add_argument("--ref-text", help="what the reference recording says")
+    syn.add_argument("--voice-prompt", help="a .npz saved with the prompt command")
+    syn.add_argument("--duration", type=float)
+    syn.add_argument("--speed", type=float)
+    syn.add_argument("--seed", type=int)
+    syn.add_argument("--num-step", type=int, default=32)
+    syn.add_argument("--guidance-scale", type=float, default=2.0)
+    syn.add_argument("--t-shift", type=float, default=0.1)
+    syn.add_argument("--layer-penalty-factor", type=float, default=5.0)
+    syn.add_argument("--position-temperature", type=float, default=5.0)
+    syn.add_argument("--class-temperature", type=float, default=0.0)
+    syn.add_argument("--no-denoise", dest="denoise", action="store_false")
+    syn.add_argument("--no-preprocess-prompt", dest="preprocess_prompt", action="store_false")
+    syn.add_argument("--no-postprocess-output", dest="postprocess_output", action="store_false")
+    syn.set_defaults(func=cmd_synthesize)
+
+    rt = sub.add_parser("roundtrip", help="codec only: wav -> codes -> wav")
+    common(rt)
+    rt.add_argument("--input", required=True)
+    rt.add_argument("--output", required=True)
+    rt.set_defaults(func=cmd_roundtrip)
+
+    pr = sub.add_parser("prompt", help="encode a reference voice once and save it (.npz)")
+    common(pr)
+    pr.add_argument("--ref-audio", required=True)
+    pr.add_argument("--ref-text", required=True)
+    pr.add_argument("--output", required=True)
+    pr.set_defaults(func=cmd_prompt)
+
+    ev = sub.add_parser("eval", help="equivalence with PyTorch, or real-time factor")
+    common(ev)
+    ev.add_argument("--mode", choices=["equiv", "rtf"], required=True)
+    ev.add_argument("--checkpoint", help="equiv: the OmniVoice checkpoint the artifacts were built from")
+    ev.add_argument("--ref-audio", help="equiv: reference for the voice-clone case (default: a test signal)")
+    ev.add_argument("--text", help="rtf: the text to speak")
+    ev.add_argument("--runs", type=int, default=3)
+    ev.add_argument("--num-step", type=int, default=32)
+    ev.set_defaults(func=cmd_eval)
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(message)s")
+    try:
+        return args.func(args)
+    except (ValueError, ArtifactError, FileNotFoundError) as exc:
+        if args.verbose:
+            logger.exception("failed")
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

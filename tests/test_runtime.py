@@ -1,0 +1,220 @@
+"""omnivoice_rt against upstream ``OmniVoice.generate`` on the tiny fixture.
+
+Waveform tolerance: with equal codes the waveforms differ by the codec's float rounding and by
+the 16-bit rounding inside upstream's pydub silence removal (one step is 3e-5); measured at most
+3e-5 over the cases below, asserted <= 5e-4.
+
+int4 and fp16 against fp32, greedy, three texts (measured on this fixture): share of equal codes
+0.57 (int4) and 0.67 (fp16) over all codebooks, 0.99 and 0.96 on the first codebook. Errors in
+one step change the context of the next ones, and the tiny model's rows of 128 weights are the
+worst case for block-wise int4, so the lower codebooks drift; asserted >= 0.4 overall and >= 0.85
+on the first codebook (chance would be 1/1024).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from omnivoice_build.equivalence import CASES, GREEDY, compare, write_reference
+from omnivoice_rt.model import OmniVoiceONNX
+from omnivoice_rt.voice_prompt import VoicePrompt
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def fp32_voice(fp32_artifacts):
+    return OmniVoiceONNX.load(fp32_artifacts, "fp32")
+
+
+@pytest.fixture(scope="module")
+def reference_wav(tmp_path_factory):
+    """3 s of a speech-like signal at 16 kHz, stereo."""
+    return write_reference(str(tmp_path_factory.mktemp("ref") / "reference_16k_stereo.wav"))
+
+
+@pytest.mark.parametrize("name,kwargs", CASES, ids=[c[0] for c in CASES])
+def test_codes_equal_upstream(name, kwargs, upstream, fp32_voice, reference_wav):
+    if "ref_text" in kwargs:
+        kwargs = {**kwargs, "ref_audio": reference_wav}
+    result = compare(name, upstream, fp32_voice, **kwargs)
+    assert result.codes_equal, str(result)
+    assert result.max_abs_diff <= 5e-4, str(result)
+    if name == "chunked":
+        assert result.chunks > 1
+
+
+def test_seed_makes_sampling_reproducible(fp32_voice):
+    text = "Sampling with the default temperatures."
+    first = fp32_voice.generate(text, seed=7, class_temperature=0.8)
+    again = fp32_voice.generate(text, seed=7, class_temperature=0.8)
+    other = fp32_voice.generate(text, seed=8, class_temperature=0.8)
+    np.testing.assert_array_equal(first.waveform, again.waveform)
+    assert not np.array_equal(first.codes[0], other.codes[0])
+
+
+def test_progress_reports_every_step(fp32_voice):
+    seen = []
+    fp32_voice.generate("Counting steps.", num_step=12, seed=0, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(i, 12) for i in range(1, 13)]
+
+
+def test_metadata_describes_the_result(fp32_voice):
+    speech = fp32_voice.generate("Hello there.", duration=2.0, seed=0, postprocess_output=False)
+    meta = speech.metadata
+    assert meta["frames"] == 50 and meta["steps"] == 32 and meta["chunks"] == 1
+    assert speech.sample_rate == 24000 and speech.waveform.dtype == np.float32
+    assert speech.waveform.shape == (50 * 960 + 2 * 2400,)  # 2 s plus 0.1 s of padding each side
+    assert meta["rtf"] > 0 and meta["timings"]["total"] >= meta["timings"]["unmask"]
+
+
+@pytest.mark.parametrize("precision", ["int4", "fp16"])
+def test_low_precision_agrees_with_fp32(precision, cpu_artifacts, fp32_voice):
+    voice = OmniVoiceONNX.load(cpu_artifacts, precision)
+    overall, first = [], []
+    for text in ["Hello world, this is a test.", "The quick brown fox jumps over the lazy dog.", "你好，世界。今天天气很好。"]:
+        reference = fp32_voice.generate(text, **GREEDY).codes[0]
+        codes = voice.generate(text, **GREEDY).codes[0]
+        overall.append((codes == reference).mean())
+        first.append((codes[0] == reference[0]).mean())
+    assert np.mean(overall) >= 0.4 and np.mean(first) >= 0.85, (overall, first)
+
+
+def test_voice_prompt_file_reproduces_the_reference(fp32_voice, reference_wav, tmp_path):
+    prompt = fp32_voice.create_voice_prompt(reference_wav, "This is my voice.")
+    prompt.save(tmp_path / "voice.npz")
+    loaded = VoicePrompt.load(tmp_path / "voice.npz")
+    np.testing.assert_array_equal(loaded.codes, prompt.codes)
+    assert (loaded.text, loaded.rms) == (prompt.text, prompt.rms)
+    text = "Hello world, this is a test."
+    from_audio = fp32_voice.generate(text, ref_audio=reference_wav, ref_text="This is my voice.", **GREEDY)
+    from_file = fp32_voice.generate(text, voice_prompt=tmp_path / "voice.npz", **GREEDY)
+    np.testing.assert_array_equal(from_audio.codes[0], from_file.codes[0])
+
+
+def test_reference_as_array_in_any_layout(fp32_voice, reference_wav):
+    import soundfile as sf
+
+    data, rate = sf.read(reference_wav, dtype="float32")  # (T, 2) at 16 kHz
+    from_path = fp32_voice.create_voice_prompt(reference_wav, "Hi.")
+    from_array = fp32_voice.create_voice_prompt((data, rate), "Hi.")
+    np.testing.assert_array_equal(from_path.codes, from_array.codes)
+
+
+def test_runtime_never_imports_torch(fp32_artifacts):
+    code = (
+        "import sys\n"
+        "from omnivoice_rt.model import OmniVoiceONNX\n"
+        f"v = OmniVoiceONNX.load({str(fp32_artifacts)!r}, 'fp32')\n"
+        "s = v.generate('Hello there.', num_step=4, seed=0)\n"
+        "assert s.waveform.size > 0\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'omnivoice', 'torchaudio')))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+def write_wav(path, samples, rate=24000):
+    import soundfile as sf
+
+    sf.write(path, samples, rate)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"text": ""}, "empty"),
+        ({"text": "   \n\t "}, "empty"),
+        ({"text": "?!... ,,"}, "no letters"),
+        ({"text": "x" * 10_001}, "limit"),
+        ({"text": "Hello.", "language": "Klingonese"}, "Unknown language"),
+        ({"text": "Hello.", "language": "Englsh"}, "Did you mean 'English'"),
+        ({"text": "Hello.", "instruct": "robot voice"}, "Unsupported instruct"),
+        ({"text": "Hello.", "instruct": "male, female"}, "Conflicting"),
+        ({"text": "Hello.", "instruct": "british accent, 四川话"}, "Cannot mix"),
+        ({"text": "Hello.", "duration": 0}, "duration"),
+        ({"text": "Hello.", "duration": -1}, "duration"),
+        ({"text": "Hello.", "speed": 0}, "speed"),
+        ({"text": "Hello.", "num_step": 0}, "num_step"),
+        ({"text": "Hello.", "guidance_scale": float("nan")}, "guidance_scale"),
+        ({"text": "Hello.", "ref_text": "Hi."}, "without ref_audio"),
+    ],
+)
+def test_bad_generate_input(fp32_voice, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        fp32_voice.generate(**kwargs)
+
+
+def test_bad_references(fp32_voice, tmp_path):
+    silent = write_wav(tmp_path / "silent.wav", np.zeros(24000 * 2, np.float32))
+    short = write_wav(tmp_path / "short.wav", 0.3 * np.sin(np.arange(2400) / 5).astype(np.float32))
+    not_audio = tmp_path / "notes.wav"
+    not_audio.write_text("this is a text file, renamed")
+    cases = [(silent, "silent"), (short, "at least 0.5 s"), (str(not_audio), "could not read"),
+             (str(tmp_path / "missing.wav"), "could not read")]  # fmt: skip
+    for path, message in cases:
+        with pytest.raises(ValueError, match=message):
+            fp32_voice.generate("Hello.", ref_audio=path, ref_text="Hi.")
+    with pytest.raises(ValueError, match="ref_text is required"):
+        fp32_voice.generate("Hello.", ref_audio=silent)
+    nan = np.full(24000, np.nan, np.float32)
+    with pytest.raises(ValueError, match="NaN"):
+        fp32_voice.generate("Hello.", ref_audio=(nan, 24000), ref_text="Hi.")
+
+
+def test_voice_prompt_of_another_version_is_refused(fp32_voice, tmp_path):
+    np.savez(tmp_path / "old.npz", format_version=np.int64(0), codes=np.zeros((8, 10), np.int64),
+             text=np.str_("x"), rms=np.float64(0.1))  # fmt: skip
+    with pytest.raises(ValueError, match="format version 0"):
+        fp32_voice.generate("Hello.", voice_prompt=tmp_path / "old.npz")
+    (tmp_path / "junk.npz").write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match="not a voice prompt"):
+        fp32_voice.generate("Hello.", voice_prompt=tmp_path / "junk.npz")
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "omnivoice_rt", *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+
+def test_cli_synthesize_prompt_and_roundtrip(fp32_artifacts, reference_wav, tmp_path):
+    import soundfile as sf
+
+    model = ["--model-dir", str(fp32_artifacts), "--precision", "fp32"]
+    out = tmp_path / "out.wav"
+    result = cli("synthesize", *model, "--text", "Hello there.", "--duration", "2", "--seed", "1",
+                 "--no-postprocess-output", "--output", str(out))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "50 frames" in result.stdout and "real-time factor" in result.stdout
+    audio, rate = sf.read(out)
+    assert rate == 24000 and audio.shape == (50 * 960 + 4800,)
+
+    prompt = tmp_path / "voice.npz"
+    assert cli("prompt", *model, "--ref-audio", reference_wav, "--ref-text", "Hi.", "--output", str(prompt)).returncode == 0
+    result = cli("synthesize", *model, "--voice-prompt", str(prompt), "--text", "Hello.", "--output", str(out))
+    assert result.returncode == 0, result.stderr
+
+    result = cli("roundtrip", *model, "--input", reference_wav, "--output", str(tmp_path / "rt.wav"))
+    assert result.returncode == 0, result.stderr
+    audio, rate = sf.read(tmp_path / "rt.wav")
+    assert rate == 24000 and audio.size % 960 == 0 and abs(audio.size / 24000 - 3.0) < 0.05
+
+
+def test_cli_reports_bad_input_in_one_line(fp32_artifacts, tmp_path):
+    result = cli("synthesize", "--model-dir", str(fp32_artifacts), "--precision", "fp32", "--text", "Hi",
+                 "--language", "Klingonese", "--output", str(tmp_path / "x.wav"))  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("error: Unknown language")
+    result = cli("synthesize", "--model-dir", str(tmp_path), "--text", "Hi", "--output", str(tmp_path / "x.wav"))
+    assert result.returncode == 2 and "no omnivoice_manifest.json" in result.stderr
