@@ -218,3 +218,33 @@ def test_cli_reports_bad_input_in_one_line(fp32_artifacts, tmp_path):
     assert result.stderr.strip().splitlines()[-1].startswith("error: Unknown language")
     result = cli("synthesize", "--model-dir", str(tmp_path), "--text", "Hi", "--output", str(tmp_path / "x.wav"))
     assert result.returncode == 2 and "no omnivoice_manifest.json" in result.stderr
+
+
+def test_load_refuses_a_causal_llm(fp32_artifacts, tiny_checkpoint, tmp_path):
+    """A folder whose LLM attends causally (as the builder emits it) is refused, with the fix."""
+    import shutil
+
+    import onnx
+
+    import build_artifacts
+
+    copy = tmp_path / "causal"
+    shutil.copytree(fp32_artifacts, copy)
+    path = copy / "fp32" / "llm_decoder.onnx"
+    model = onnx.load(str(path))
+    for node in model.graph.node:
+        for attr in node.attribute:
+            if node.op_type == "GroupQueryAttention" and attr.name == "causal":
+                attr.i = 1
+    (copy / "fp32" / "llm_decoder.onnx.data").unlink()
+    onnx.save_model(model, str(path), save_as_external_data=True, location="llm_decoder.onnx.data")
+    build_artifacts.write_manifest(copy, tiny_checkpoint, {})  # re-hash the changed files
+    with pytest.raises(ValueError, match="causally.*make_bidirectional"):
+        OmniVoiceONNX.load(copy, "fp32")
+
+
+def test_cli_eval_rtf(fp32_artifacts):
+    result = cli("eval", "--mode", "rtf", "--model-dir", str(fp32_artifacts), "--precision", "fp32", "--runs", "2", "--num-step", "4")
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if "real-time factor" in line]
+    assert len(lines) == 2 and all(float(line.rsplit(" ", 1)[1]) > 0 for line in lines)
