@@ -110,7 +110,9 @@ def parse_args(argv):
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p):
-        p.add_argument("--model-dir", default=os.environ.get("OMNIVOICE_ARTIFACTS", "artifacts"), help="artifact folder")
+        p.add_argument("--model-dir", default=os.environ.get("OMNIVOICE_ARTIFACTS"),
+                       help="artifact folder or Hub repo id (default: $OMNIVOICE_ARTIFACTS, else the Hub repo "
+                       "$OMNIVOICE_REPO or onnx-community/OmniVoice-Onnx)")
         p.add_argument("--precision", default="int4", choices=["int4", "fp16", "fp32", "cuda"])
         p.add_argument("--threads", type=int, default=None, help="ONNX Runtime intra-op threads")
         p.add_argument("-v", "--verbose", action="store_true")

@@ -17,6 +17,28 @@ logger = logging.getLogger(__name__)
 GQA = "GroupQueryAttention"
 
 
+def _load_with_weights(src: Path):
+    """Load an ONNX model and its external weights. Unlike ``onnx.load``, this follows the
+    symbolic links of the Hugging Face cache; locations must be bare file names beside ``src``."""
+    import onnx
+    from onnx.external_data_helper import uses_external_data
+
+    model = onnx.load(str(src), load_external_data=False)
+    for tensor in model.graph.initializer:
+        if not uses_external_data(tensor):
+            continue
+        info = {entry.key: entry.value for entry in tensor.external_data}
+        location = info.get("location", "")
+        if not location or "/" in location or "\\" in location or location.startswith(".."):
+            raise ValueError(f"{src}: tensor {tensor.name} points outside its folder ({location!r})")
+        with open((src.parent / location).resolve(), "rb") as f:
+            f.seek(int(info.get("offset", 0)))
+            tensor.raw_data = f.read(int(info["length"])) if "length" in info else f.read()
+        del tensor.external_data[:]
+        tensor.data_location = onnx.TensorProto.DEFAULT
+    return model
+
+
 def make_bidirectional(src: str | Path, dst: str | Path) -> int:
     """Copy the ONNX model ``src`` to ``dst`` with ``causal=0`` on every GQA node.
 
@@ -26,7 +48,7 @@ def make_bidirectional(src: str | Path, dst: str | Path) -> int:
     from onnx import helper
 
     src, dst = Path(src), Path(dst)
-    model = onnx.load(str(src), load_external_data=True)
+    model = _load_with_weights(src)
     changed = 0
     for node in model.graph.node:
         if node.op_type != GQA:

@@ -81,6 +81,63 @@ def read_manifest(root: str | Path) -> dict:
     return manifest
 
 
+EXPECTED_IO = {
+    "audio_embeddings_encoder": (["input_ids", "audio_mask"], ["inputs_embeds"]),
+    "llm_decoder": (["inputs_embeds", "attention_mask"], ["hidden_states"]),
+    "audio_heads_decoder": (["hidden_states"], ["logits"]),
+    "acoustic_encoder": (["waveform"], ["acoustic_features"]),
+    "semantic_encoder": (["waveform"], ["semantic_features"]),
+    "quantizer_encoder": (["acoustic_features", "semantic_features"], ["audio_codes"]),
+    "higgs_decoder": (["audio_codes"], ["waveform"]),
+}
+# The model facts of DESIGN.md section 1, for folders without a manifest.
+DEFAULT_MODEL = {
+    "num_audio_codebook": 8, "audio_vocab_size": 1025, "audio_mask_id": 1024,
+    "audio_codebook_weights": [8, 8, 6, 6, 4, 4, 2, 2], "sample_rate": 24000, "hop_length": 960, "frame_rate": 25,
+}  # fmt: skip
+
+
+def describe_unlisted_folder(root: Path) -> dict:
+    """A manifest for a folder in the published layout that has none (onnx-community's repo):
+    profiles from the folders that hold the three graphs, the model from ``genai_config.json``.
+    Sizes and hashes are unknown, so ``files`` lists what is there without them."""
+    profiles = {}
+    for precision, folder in PROFILE_DIRS.items():
+        base = root if folder == "." else root / folder
+        if all((base / f"{g}.onnx").is_file() for g in MAIN_GRAPHS):
+            prefix = "" if folder == "." else folder + "/"
+            graphs = {g: {"file": f"{prefix}{g}.onnx", "inputs": [], "outputs": []} for g in MAIN_GRAPHS}
+            profiles[precision] = {"dir": folder, "graphs": graphs}
+    if not profiles:
+        raise ArtifactError(
+            f"{root} has neither {MANIFEST_NAME} nor the graphs {list(MAIN_GRAPHS)} of any precision: "
+            "it is not an OmniVoice ONNX artifact folder. Build one with `python build_artifacts.py --model "
+            "CHECKPOINT --output DIR` or fetch one from the Hub"
+        )
+    genai = next((root / p["dir"] / "genai_config.json" for p in profiles.values()
+                  if (root / p["dir"] / "genai_config.json").is_file()), None)  # fmt: skip
+    if genai is None:
+        raise ArtifactError(f"{root} has no genai_config.json to read the LLM's shape from; re-download it")
+    decoder = json.loads(genai.read_text())["model"]["decoder"]
+    model = dict(DEFAULT_MODEL, hidden_size=decoder["hidden_size"], head_dim=decoder["head_size"],
+                 num_hidden_layers=decoder["num_hidden_layers"], num_key_value_heads=decoder["num_key_value_heads"])  # fmt: skip
+    codec = {}
+    if all((root / "audio_tokenizer" / f"{g}.onnx").is_file() for g in HIGGS_GRAPHS):
+        codec = {"graphs": {g: {"file": f"audio_tokenizer/{g}.onnx", "inputs": [], "outputs": []} for g in HIGGS_GRAPHS}}
+    files = {p.relative_to(root).as_posix(): {} for p in root.rglob("*") if p.is_file()}
+    return {
+        "format_version": FORMAT_VERSION, "attention": "unknown", "model": model, "profiles": profiles,
+        "audio_tokenizer": codec, "tokenizer": [f for f in ("tokenizer.json", "tokenizer_config.json") if (root / f).is_file()],
+        "files": files, "unlisted": True,
+    }  # fmt: skip
+
+
+def load_manifest(root: str | Path) -> dict:
+    """The folder's manifest, or one described from the published layout when it has none."""
+    root = Path(root)
+    return read_manifest(root) if (root / MANIFEST_NAME).is_file() or not root.is_dir() else describe_unlisted_folder(root)
+
+
 def verify_files(root: str | Path, manifest: dict, files: list[str] | None = None) -> list[str]:
     """Check sizes and hashes; return the relative paths that are missing or differ."""
     root = Path(root)
@@ -91,7 +148,7 @@ def verify_files(root: str | Path, manifest: dict, files: list[str] | None = Non
         path = safe_join(root, relative)
         if entry is None or not path.is_file():
             bad.append(relative)
-        elif path.stat().st_size != entry["bytes"] or sha256_of(path) != entry["sha256"]:
+        elif entry and (path.stat().st_size != entry["bytes"] or sha256_of(path) != entry["sha256"]):
             bad.append(relative)
     return bad
 

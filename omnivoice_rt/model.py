@@ -27,7 +27,7 @@ import numpy as np
 from omnivoice_rt import audio as audio_ops
 from omnivoice_rt.bidirectional import llm_feeds
 from omnivoice_rt.codec import Codec
-from omnivoice_rt.manifest import read_manifest
+from omnivoice_rt.manifest import load_manifest
 from omnivoice_rt.prompt import Prompt, TextTokenizer, build_prompt
 from omnivoice_rt.sessions import load_sessions
 from omnivoice_rt.text import (
@@ -118,6 +118,7 @@ class OmniVoiceONNX:
     def __init__(self, root: Path, precision: str, sessions: dict, manifest: dict):
         self.root = root
         self.precision = precision
+        self.repaired_llm: Path | None = None  # set when the folder's causal LLM was repaired
         self.sessions = sessions
         self.config = manifest["model"]
         self.sample_rate = int(self.config["sample_rate"])
@@ -130,12 +131,20 @@ class OmniVoiceONNX:
         self._llm_dtype = np.float16 if "float16" in llm_input.type else np.float32
 
     @classmethod
-    def load(cls, artifact_dir: str | Path, precision: str = "int4", providers: list[str] | None = None,
-             threads: int | None = None, verify: bool = False) -> OmniVoiceONNX:  # fmt: skip
-        """Open every graph of ``precision`` (int4, fp16, fp32 or cuda) in ``artifact_dir``."""
-        root = Path(artifact_dir)
-        sessions = load_sessions(root, precision, providers=providers, verify_hashes=verify, threads=threads)
-        return cls(root, precision, sessions, read_manifest(root))
+    def load(cls, source: str | Path | None = None, precision: str = "int4", providers: list[str] | None = None,
+             threads: int | None = None, verify: bool = False,
+             download_progress: Callable[[float, str], None] | None = None) -> OmniVoiceONNX:  # fmt: skip
+        """Open every graph of ``precision`` (int4, fp16, fp32 or cuda).
+
+        ``source`` is an artifact folder or a Hub repo id; None means ``$OMNIVOICE_REPO`` or
+        onnx-community/OmniVoice-Onnx (see :mod:`omnivoice_rt.hub`)."""
+        from omnivoice_rt.hub import resolve_artifacts
+
+        root, overrides = resolve_artifacts(source, precision, download_progress)
+        sessions = load_sessions(root, precision, providers, verify, threads, overrides)
+        voice = cls(root, precision, sessions, load_manifest(root))
+        voice.repaired_llm = overrides.get("llm_decoder")
+        return voice
 
     # ------------------------------------------------------------------ model calls
 

@@ -12,9 +12,10 @@ from pathlib import Path
 
 from omnivoice_rt.bidirectional import check_bidirectional
 from omnivoice_rt.manifest import (
+    EXPECTED_IO,
     ArtifactError,
+    load_manifest,
     profile_files,
-    read_manifest,
     safe_join,
     verify_files,
 )
@@ -39,19 +40,17 @@ def open_session(path: Path, providers: list[str], threads: int | None = None):
         raise ArtifactError(f"{path.name} could not be loaded ({exc}); rebuild or re-download it") from exc
 
 
-def _check_io(session, spec: dict, name: str) -> None:
-    actual_in = [i.name for i in session.get_inputs()]
-    actual_out = [o.name for o in session.get_outputs()]
-    for kind, expected, actual in (
-        ("inputs", spec["inputs"], actual_in),
-        ("outputs", spec["outputs"], actual_out),
-    ):
-        missing = [v["name"] for v in expected if v["name"] not in actual]
-        if missing:
-            raise ArtifactError(
-                f"{name}: the graph lacks the {kind} {missing} that the manifest lists (it has "
-                f"{actual}); the folder mixes files of different builds, rebuild it"
-            )
+def _check_io(session, name: str) -> None:
+    """Each graph must have the inputs and outputs the runtime feeds and reads."""
+    inputs, outputs = EXPECTED_IO[name]
+    actual_in = {i.name for i in session.get_inputs()}
+    actual_out = {o.name for o in session.get_outputs()}
+    missing = [n for n in inputs if n not in actual_in] + [n for n in outputs if n not in actual_out]
+    if missing:
+        raise ArtifactError(
+            f"{name}: expected inputs {inputs} and outputs {outputs}, but the graph has inputs "
+            f"{sorted(actual_in)} and outputs {sorted(actual_out)}; rebuild it with build_artifacts.py"
+        )
 
 
 def load_sessions(
@@ -60,10 +59,13 @@ def load_sessions(
     providers: list[str] | None = None,
     verify_hashes: bool = False,
     threads: int | None = None,
+    overrides: dict[str, Path] | None = None,
 ) -> dict:
-    """Sessions for every graph of ``precision`` and of the codec, keyed by graph name."""
+    """Sessions for every graph of ``precision`` and of the codec, keyed by graph name.
+
+    ``overrides`` maps a graph name to another file to load instead (a repaired LLM)."""
     root = Path(root)
-    manifest = read_manifest(root)
+    manifest = load_manifest(root)
     needed = profile_files(manifest, precision)
     bad = verify_files(root, manifest, needed) if verify_hashes else [
         f for f in needed if not safe_join(root, f).is_file()
@@ -86,8 +88,9 @@ def load_sessions(
     graphs.update(manifest.get("audio_tokenizer", {}).get("graphs", {}))
     sessions = {}
     for name, spec in graphs.items():
-        session = open_session(safe_join(root, spec["file"]), providers, threads)
-        _check_io(session, spec, name)
+        path = (overrides or {}).get(name) or safe_join(root, spec["file"])
+        session = open_session(Path(path), providers, threads)
+        _check_io(session, name)
         sessions[name] = session
     if "llm_decoder" in sessions and "CUDAExecutionProvider" not in sessions["llm_decoder"].get_providers():
         check_bidirectional(sessions["llm_decoder"], manifest["model"]["head_dim"])

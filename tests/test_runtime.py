@@ -217,7 +217,7 @@ def test_cli_reports_bad_input_in_one_line(fp32_artifacts, tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("error: Unknown language")
     result = cli("synthesize", "--model-dir", str(tmp_path), "--text", "Hi", "--output", str(tmp_path / "x.wav"))
-    assert result.returncode == 2 and "no omnivoice_manifest.json" in result.stderr
+    assert result.returncode == 2 and "omnivoice_manifest.json" in result.stderr
 
 
 def test_load_refuses_a_causal_llm(fp32_artifacts, tiny_checkpoint, tmp_path):

@@ -1,0 +1,236 @@
+"""Where artifacts come from: a local folder, the Hugging Face Hub, or a local build.
+
+``resolve_artifacts(source, precision)`` returns ``(folder, overrides)`` for ``load_sessions``:
+
+- a local folder is used as it is;
+- a Hub repo (default ``onnx-community/OmniVoice-Onnx``, or ``$OMNIVOICE_REPO``; revision from
+  ``$OMNIVOICE_REVISION``) is fetched into the standard HF cache, only the files the precision
+  needs. ``HF_HUB_OFFLINE=1`` uses the cache alone. Files the manifest lists are checked against
+  their size and sha256, and fetched again once if they differ;
+- the published LLM attends causally; it is repaired (``causal=0`` on each GroupQueryAttention
+  node) into a copy next to the download, keyed by the original's content, so the original is
+  untouched, the copy is reused on the next start and rebuilt when the original changes;
+- with ``$OMNIVOICE_BUILD_FROM`` naming a checkpoint (folder or Hub id), the artifacts are built
+  locally with ``build_artifacts.py`` instead, when the build requirements are installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from omnivoice_rt.bidirectional import check_bidirectional, make_bidirectional
+from omnivoice_rt.manifest import (
+    ArtifactError,
+    load_manifest,
+    profile_files,
+    safe_join,
+    verify_files,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_REPO = "onnx-community/OmniVoice-Onnx"
+SHARED_FILES = [
+    "audio_tokenizer/*", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+    "chat_template.jinja", "omnivoice_manifest.json",
+]  # fmt: skip
+PRECISION_FILES = {
+    "fp16": ["audio_embeddings_encoder.onnx*", "llm_decoder.onnx*", "audio_heads_decoder.onnx*", "genai_config.json"],
+    "int4": ["int4/*"],
+    "cuda": ["cuda/*"],
+    "fp32": ["fp32/*"],
+}
+Progress = Callable[[float, str], None]
+
+
+def allow_patterns(precision: str) -> list[str]:
+    if precision not in PRECISION_FILES:
+        raise ValueError(f"unknown precision {precision!r}; use one of {sorted(PRECISION_FILES)}")
+    return PRECISION_FILES[precision] + SHARED_FILES
+
+
+def _progress_class(progress: Progress | None, repo_id: str):
+    """A tqdm class that forwards download progress to ``progress(fraction, message)``."""
+    from tqdm.auto import tqdm
+
+    class Reporter(tqdm):
+        def __init__(self, *args, **kwargs):
+            kwargs["disable"] = progress is not None or kwargs.get("disable", False)
+            super().__init__(*args, **kwargs)
+
+        def update(self, n=1):
+            result = super().update(n)
+            if progress is not None and self.total:
+                progress(min(1.0, self.n / self.total), f"Downloading {repo_id}")
+            return result
+
+    return Reporter
+
+
+def _explain(exc: Exception, repo_id: str, endpoint: str) -> str:
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    if isinstance(exc, RepositoryNotFoundError):
+        return f"the repository {repo_id} does not exist on {endpoint} (or is private); check OMNIVOICE_REPO"
+    if isinstance(exc, RevisionNotFoundError):
+        return f"{repo_id} has no such revision; check OMNIVOICE_REVISION"
+    response = getattr(exc, "response", None)
+    url = str(response.request.url) if response is not None and response.request is not None else ""
+    file = url.split("/resolve/", 1)[1].split("/", 1)[-1] if "/resolve/" in url else "a file"
+    if isinstance(exc, LocalEntryNotFoundError):
+        if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
+            return (f"offline (HF_HUB_OFFLINE=1) and {repo_id} is not in the cache: connect once to download it, "
+                    "or pass a local artifact folder (see build_artifacts.py)")  # fmt: skip
+        return (f"cannot reach {endpoint} to download {repo_id} and it is not in the cache: check the "
+                "connection, or pass a local artifact folder (see build_artifacts.py)")  # fmt: skip
+    if isinstance(exc, EntryNotFoundError):
+        return f"{repo_id} has no {file} (404 from {endpoint}); the repository is incomplete or the revision wrong"
+    detail = " ".join(str(exc).split())[:300]
+    return f"downloading {file} of {repo_id} failed: {type(exc).__name__}: {detail}"
+
+
+def _clean_incomplete(repo_id: str) -> None:
+    """Remove half-downloaded blobs, so a failed download leaves no partial file in the cache."""
+    from huggingface_hub.constants import HF_HUB_CACHE
+
+    blobs = Path(HF_HUB_CACHE) / ("models--" + repo_id.replace("/", "--")) / "blobs"
+    for partial in blobs.glob("*.incomplete") if blobs.is_dir() else []:
+        partial.unlink(missing_ok=True)
+
+
+def fetch(repo_id: str, precision: str, revision: str | None = None, progress: Progress | None = None) -> Path:
+    """Download (or find in the cache) the files of ``precision``; return the snapshot folder."""
+    from huggingface_hub import hf_hub_download, snapshot_download
+    from huggingface_hub.constants import ENDPOINT
+
+    revision = revision or os.environ.get("OMNIVOICE_REVISION") or "main"
+    tqdm_class = _progress_class(progress, repo_id)
+    try:
+        folder = Path(snapshot_download(repo_id, revision=revision, allow_patterns=allow_patterns(precision),
+                                        tqdm_class=tqdm_class))  # fmt: skip
+    except Exception as exc:  # huggingface_hub and httpx raise many kinds
+        _clean_incomplete(repo_id)
+        raise ArtifactError(_explain(exc, repo_id, ENDPOINT)) from exc
+    manifest = load_manifest(folder)
+    needed = profile_files(manifest, precision)
+    bad = verify_files(folder, manifest, needed)
+    if bad:
+        logger.warning("%s: %d file(s) failed verification, fetching them again: %s", repo_id, len(bad), bad)
+        try:
+            for name in bad:
+                hf_hub_download(repo_id, name, revision=revision, force_download=True)
+        except Exception as exc:
+            _clean_incomplete(repo_id)
+            raise ArtifactError(_explain(exc, repo_id, ENDPOINT)) from exc
+        still_bad = verify_files(folder, manifest, bad)
+        if still_bad:
+            raise ArtifactError(f"{repo_id}: {still_bad} differ from the manifest's size or sha256 after a second "
+                                "download; the repository's files do not match its manifest")  # fmt: skip
+    return folder
+
+
+# ----------------------------------------------------------------------------- repair
+
+
+def _content_key(path: Path) -> str:
+    """A key that changes when the LLM changes: the graph's bytes and its weights' identity."""
+    digest = hashlib.sha256(path.read_bytes())
+    data = path.with_name(path.name + ".data")
+    if data.exists():
+        real = data.resolve()  # in the HF cache, the blob's name is its sha256
+        digest.update(f"{real.name}:{real.stat().st_size}".encode())
+    return digest.hexdigest()[:16]
+
+
+def repaired_llm(folder: Path, precision: str, head_dim: int) -> Path | None:
+    """None when the folder's LLM is bidirectional; otherwise the path of a repaired copy."""
+    import onnxruntime as ort
+
+    manifest = load_manifest(folder)
+    original = safe_join(folder, manifest["profiles"][precision]["graphs"]["llm_decoder"]["file"])
+    if precision == "cuda":
+        return None  # checked where a GPU runs it
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    try:
+        check_bidirectional(ort.InferenceSession(str(original), options, providers=["CPUExecutionProvider"]), head_dim)
+        return None
+    except ValueError:
+        pass
+    snapshot = original.resolve().parent if not original.is_symlink() else original.parent
+    storage = next((p for p in snapshot.parents if p.name.startswith("models--")), folder)
+    target_dir = storage / "omnivoice_repaired" / f"{precision}-{_content_key(original)}"
+    target = target_dir / "llm_decoder.onnx"
+    if not target.is_file():
+        logger.info("repairing the causal LLM of %s into %s", folder, target_dir)
+        staging = target_dir.with_name(target_dir.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        make_bidirectional(original, staging / "llm_decoder.onnx")
+        session = ort.InferenceSession(str(staging / "llm_decoder.onnx"), options, providers=["CPUExecutionProvider"])
+        check_bidirectional(session, head_dim)
+        shutil.rmtree(target_dir, ignore_errors=True)
+        staging.rename(target_dir)
+    return target
+
+
+# ----------------------------------------------------------------------------- local build
+
+
+def build_locally(checkpoint: str, precision: str, output: Path | None = None) -> Path:
+    """Build the artifacts of ``precision`` from ``checkpoint`` with build_artifacts.py."""
+    missing = [m for m in ("torch", "omnivoice", "olive", "onnxruntime_genai") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ArtifactError(
+            f"building from {checkpoint} needs the build requirements ({', '.join(missing)} missing): "
+            "pip install -r requirements-dev.txt, or unset OMNIVOICE_BUILD_FROM to download prebuilt artifacts"
+        )
+    script = Path(__file__).resolve().parents[1] / "build_artifacts.py"
+    if not script.is_file():
+        raise ArtifactError("build_artifacts.py is not next to omnivoice_rt; run from a checkout of this project")
+    from huggingface_hub.constants import HF_HOME
+
+    name = re.sub(r"[^\w.-]+", "_", checkpoint.strip("/"))[-80:]
+    output = output or Path(HF_HOME) / "omnivoice_builds" / name
+    device = {"int4": "cpu", "fp16": "cpu_fp16", "cuda": "gpu", "fp32": "cpu_fp32"}[precision]
+    try:
+        if precision in load_manifest(output)["profiles"]:
+            return output
+    except ArtifactError:
+        pass
+    logger.info("building the %s artifacts from %s into %s", precision, checkpoint, output)
+    cmd = [sys.executable, str(script), "--model", checkpoint, "--output", str(output), "--device", device, "--include-higgs"]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise ArtifactError(f"building from {checkpoint} failed: {result.stderr.strip().splitlines()[-1:]}")
+    return output
+
+
+def resolve_artifacts(source: str | Path | None, precision: str, progress: Progress | None = None,
+                      revision: str | None = None) -> tuple[Path, dict[str, Path]]:  # fmt: skip
+    """``(folder, overrides)`` for ``load_sessions``: see the module docstring."""
+    if os.environ.get("OMNIVOICE_BUILD_FROM") and source is None:
+        return build_locally(os.environ["OMNIVOICE_BUILD_FROM"], precision), {}
+    if source is not None and Path(source).expanduser().is_dir():
+        return Path(source).expanduser(), {}
+    repo_id = str(source or os.environ.get("OMNIVOICE_REPO") or DEFAULT_REPO)
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo_id):
+        raise ArtifactError(f"{repo_id} is neither an artifact folder nor a Hub repository id (owner/name)")
+    folder = fetch(repo_id, precision, revision, progress)
+    head_dim = int(load_manifest(folder)["model"]["head_dim"])
+    repaired = repaired_llm(folder, precision, head_dim)
+    return folder, ({"llm_decoder": repaired} if repaired else {})

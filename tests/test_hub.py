@@ -1,0 +1,167 @@
+"""Artifacts from the Hub, through the real ``huggingface_hub`` client and a Hub-compatible server
+on 127.0.0.1 (tests/hub_server.py) serving a tiny folder in the published layout: no manifest,
+and LLMs as onnxruntime-genai's builder emits them (causal GroupQueryAttention).
+
+The served ``int4/`` profile holds the fp32 builder output, so after repair its codes must equal
+our own fp32 build's exactly. Each start runs in a fresh interpreter, as a user's would, with
+``HF_ENDPOINT`` pointed at the server and ``HF_HOME`` in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+
+from omnivoice_build.equivalence import GREEDY
+from omnivoice_rt.model import OmniVoiceONNX
+from tests.hub_server import HubServer
+
+ROOT = Path(__file__).resolve().parents[1]
+REPO = "test-org/OmniVoice-Onnx"
+TEXT = "Hello world, this is a test."
+
+START = """
+import json, sys
+from omnivoice_rt.model import OmniVoiceONNX
+from omnivoice_rt.manifest import ArtifactError
+try:
+    voice = OmniVoiceONNX.load(None, sys.argv[1])
+except ArtifactError as exc:
+    print("error:", exc, file=sys.stderr)
+    sys.exit(2)
+speech = voice.generate(sys.argv[2], position_temperature=0.0, class_temperature=0.0)
+print(json.dumps({"root": str(voice.root), "repaired": str(voice.repaired_llm), "codes": speech.codes[0].tolist()}))
+"""
+
+
+def make_causal(path: Path) -> None:
+    """Drop ``causal=0``: the graph becomes the builder's own, causal, output."""
+    model = onnx.load(str(path))
+    for node in model.graph.node:
+        kept = [a for a in node.attribute if a.name != "causal"]
+        del node.attribute[:]
+        node.attribute.extend(kept)
+    path.with_name(path.name + ".data").unlink()
+    onnx.save_model(model, str(path), save_as_external_data=True, location=path.name + ".data")
+
+
+def is_causal(path: Path) -> bool:
+    model = onnx.load(str(path), load_external_data=False)
+    return not any(a.name == "causal" for n in model.graph.node for a in n.attribute)
+
+
+@pytest.fixture(scope="module")
+def published(cpu_artifacts, fp32_artifacts, tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("published") / "repo"
+    shutil.copytree(cpu_artifacts, folder)
+    shutil.rmtree(folder / "int4")
+    shutil.copytree(fp32_artifacts / "fp32", folder / "int4")
+    (folder / "omnivoice_manifest.json").unlink()
+    for llm in (folder / "llm_decoder.onnx", folder / "int4" / "llm_decoder.onnx"):
+        make_causal(llm)
+        assert is_causal(llm)
+    return folder
+
+
+@pytest.fixture
+def hub(published):
+    server = HubServer(published, REPO).start()
+    yield server
+    server.stop()
+
+
+def start(precision: str, hf_home: Path, endpoint: str, **env) -> subprocess.CompletedProcess:
+    environment = {
+        **os.environ, "HF_ENDPOINT": endpoint, "HF_HOME": str(hf_home), "OMNIVOICE_REPO": REPO,
+        "HF_HUB_DISABLE_XET": "1", "HF_HUB_ETAG_TIMEOUT": "5", "HF_HUB_DOWNLOAD_TIMEOUT": "10", **env,
+    }  # fmt: skip
+    environment.pop("OMNIVOICE_ARTIFACTS", None)
+    return subprocess.run([sys.executable, "-c", START, precision, TEXT], capture_output=True, text=True, cwd=ROOT,
+                          env=environment, timeout=600)  # fmt: skip
+
+
+def last_error(result) -> str:
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.stderr
+    return errors[0]
+
+
+def cache_files(hf_home: Path) -> list[str]:
+    return sorted(p.relative_to(hf_home).as_posix() for p in hf_home.rglob("*") if p.is_file())
+
+
+def test_int4_fetches_only_its_files_repairs_and_equals_our_fp32_build(hub, fp32_artifacts, tmp_path):
+    result = start("int4", tmp_path / "hf", hub.endpoint)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    fetched = hub.file_requests()
+    assert fetched and all(f.startswith(("int4/", "audio_tokenizer/", "tokenizer")) for f in fetched), fetched
+    assert "int4/llm_decoder.onnx.data" in fetched
+    reference = OmniVoiceONNX.load(fp32_artifacts, "fp32").generate(TEXT, **GREEDY).codes[0]
+    assert out["codes"] == reference.tolist()
+    repaired = Path(out["repaired"])
+    assert "omnivoice_repaired" in repaired.parts and not is_causal(repaired)
+    assert is_causal(Path(out["root"]) / "int4" / "llm_decoder.onnx")  # the download is untouched
+
+    # A second start downloads nothing and reuses the repaired copy.
+    hub.requests.clear()
+    stamp = repaired.stat().st_mtime_ns
+    again = start("int4", tmp_path / "hf", hub.endpoint)
+    assert again.returncode == 0, again.stderr
+    assert hub.file_requests() == []
+    assert json.loads(again.stdout.strip().splitlines()[-1])["repaired"] == str(repaired)
+    assert repaired.stat().st_mtime_ns == stamp
+
+    # Offline, the cache alone serves.
+    offline = start("int4", tmp_path / "hf", "http://127.0.0.1:9", HF_HUB_OFFLINE="1")
+    assert offline.returncode == 0, offline.stderr
+
+
+def test_fp16_fetches_the_root_profile_and_synthesizes(hub, tmp_path):
+    result = start("fp16", tmp_path / "hf", hub.endpoint)
+    assert result.returncode == 0, result.stderr
+    fetched = hub.file_requests()
+    assert "llm_decoder.onnx.data" in fetched and not any(f.startswith(("int4/", "fp32/")) for f in fetched)
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert len(out["codes"]) == 8 and len(out["codes"][0]) > 10
+    assert out["repaired"] != "None"
+
+
+def test_missing_file_is_reported_and_leaves_no_partial_file(hub, tmp_path):
+    hub.missing.add("int4/audio_heads_decoder.onnx")
+    error = last_error(start("int4", tmp_path / "hf", hub.endpoint))
+    assert REPO in error and "int4/audio_heads_decoder.onnx" in error
+    assert not [f for f in cache_files(tmp_path / "hf") if f.endswith(".incomplete")]
+
+
+def test_truncated_file_is_reported_and_leaves_no_partial_file(hub, tmp_path):
+    hub.truncated.add("int4/llm_decoder.onnx.data")
+    error = last_error(start("int4", tmp_path / "hf", hub.endpoint))
+    assert REPO in error and "failed" in error
+    files = cache_files(tmp_path / "hf")
+    assert not [f for f in files if f.endswith(".incomplete")]
+    assert not [f for f in files if f.endswith("snapshots") or "llm_decoder.onnx.data" in f]
+
+
+def test_unreachable_hub_and_offline_empty_cache(tmp_path):
+    error = last_error(start("int4", tmp_path / "hf", "http://127.0.0.1:9"))
+    assert "cannot reach" in error and REPO in error
+    error = last_error(start("int4", tmp_path / "hf2", "http://127.0.0.1:9", HF_HUB_OFFLINE="1"))
+    assert "offline (HF_HUB_OFFLINE=1)" in error and "connect once" in error
+
+
+def test_build_locally_from_a_checkpoint(tiny_checkpoint, fp32_artifacts, tmp_path):
+    result = start("fp32", tmp_path / "hf", "http://127.0.0.1:9", OMNIVOICE_BUILD_FROM=str(tiny_checkpoint))
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert "omnivoice_builds" in out["root"]
+    reference = OmniVoiceONNX.load(fp32_artifacts, "fp32").generate(TEXT, **GREEDY).codes[0]
+    assert out["codes"] == reference.tolist()
