@@ -165,3 +165,38 @@ def test_build_locally_from_a_checkpoint(tiny_checkpoint, fp32_artifacts, tmp_pa
     assert "omnivoice_builds" in out["root"]
     reference = OmniVoiceONNX.load(fp32_artifacts, "fp32").generate(TEXT, **GREEDY).codes[0]
     assert out["codes"] == reference.tolist()
+
+
+@pytest.fixture
+def hub_with_manifest(cpu_artifacts, tmp_path):
+    """Our own build served as a repo: it has a manifest with sizes and sha256."""
+    folder = tmp_path / "served"
+    shutil.copytree(cpu_artifacts, folder)
+    server = HubServer(folder, REPO).start()
+    yield server
+    server.stop()
+
+
+def test_corrupted_cache_file_is_fetched_again_once(hub_with_manifest, tmp_path):
+    hub = hub_with_manifest
+    assert start("int4", tmp_path / "hf", hub.endpoint).returncode == 0
+    snapshot = next((tmp_path / "hf" / "hub").glob("models--*/snapshots/*"))
+    blob = (snapshot / "int4" / "audio_heads_decoder.onnx").resolve()
+    good = blob.read_bytes()
+    blob.write_bytes(good[:-10] + b"0123456789")  # same size, different content
+    hub.requests.clear()
+    result = start("int4", tmp_path / "hf", hub.endpoint)
+    assert result.returncode == 0, result.stderr
+    assert hub.file_requests() == ["int4/audio_heads_decoder.onnx"]
+    assert blob.read_bytes() == good
+    assert json.loads(result.stdout.strip().splitlines()[-1])["repaired"] == "None"  # our build needs no repair
+
+
+def test_file_that_never_matches_the_manifest_is_reported(hub_with_manifest, tmp_path):
+    hub = hub_with_manifest
+    served = hub.folder / "int4" / "audio_heads_decoder.onnx"
+    served.write_bytes(served.read_bytes()[:-10] + b"0123456789")
+    hub._index = hub._build_index()
+    error = last_error(start("int4", tmp_path / "hf", hub.endpoint))
+    assert "int4/audio_heads_decoder.onnx" in error and "manifest" in error
+    assert hub.file_requests().count("int4/audio_heads_decoder.onnx") == 2
