@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""OmniVoice ONNX: the Gradio Space.
+"""OmniVoice ONNX: the Gradio Space over ``omnivoice_rt``.
 
-For now the page inspects an artifact folder: which precisions it holds, what each is made of,
-its size on disk, and whether every file is intact and every graph loads (the LLM checked for
-bidirectional attention). Speech synthesis arrives with the runtime (``omnivoice_rt``).
+    python app.py [--artifacts FOLDER_OR_HUB_REPO] [--precision int4] [--host 127.0.0.1] [--port 7860]
 
-    python app.py --artifacts DIR [--host 127.0.0.1] [--port 7860]
+Tabs for text-to-speech (auto voice and voice design) and voice cloning, a precision selector,
+settings, progress over download and unmasking, and two stable API endpoints for
+``gradio_client``: ``/synthesize`` and ``/clone``.
 """
 
 from __future__ import annotations
@@ -13,76 +13,260 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import random
 import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import gradio as gr
+import numpy as np
 
-from omnivoice_rt.manifest import ArtifactError, read_manifest, verify_files
-from omnivoice_rt.sessions import load_sessions
+from omnivoice_rt.manifest import ArtifactError
+from omnivoice_rt.model import OmniVoiceONNX, Speech
+from omnivoice_rt.text import (
+    INSTRUCT_EXCLUSIVE,
+    LANG_NAME_TO_ID,
+    NONVERBAL_TAGS,
+    language_display_name,
+)
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_ARTIFACTS = os.environ.get("OMNIVOICE_ARTIFACTS", "artifacts")
+PRECISIONS = {
+    "int4": "int4 (CPU, fastest): int4 encoder and LLM, fp32 heads",
+    "fp16": "fp16 (CPU): fp16 encoder and heads, int4 LLM",
+    "fp32": "fp32 (CPU, reference): everything fp32",
+    "cuda": "cuda (GPU): fp16 everything, CUDA execution provider",
+}
+LANGUAGES = ["Auto"] + sorted(language_display_name(name) for name in LANG_NAME_TO_ID)
+GENDERS, AGES, PITCHES, STYLES = (sorted({x for x in INSTRUCT_EXCLUSIVE[i] if x.isascii()}) for i in range(4))
+ACCENTS, DIALECTS = sorted(INSTRUCT_EXCLUSIVE[4]), sorted(INSTRUCT_EXCLUSIVE[5])
+MAX_UPLOAD = "20mb"
+REFERENCE_TIPS = (
+    "A good reference: 3-10 s of one person speaking clearly, little background noise, in the language "
+    "you will synthesize, with its exact transcript below. Or load a voice prompt saved earlier."
+)
+EXAMPLES = [
+    ["Hello! This is OmniVoice, running on ONNX Runtime without PyTorch.", "English", ""],
+    ["The weather is lovely today [laughter], let's go for a walk.", "Auto", "female, young adult"],
+    ["今天天气很好，我们一起去公园散步吧。", "Chinese", "男，中年"],
+]
 
 
-def describe_artifacts(root: str | Path) -> str:
-    """A Markdown table of the folder's precisions, or a message saying what is wrong."""
+@dataclass
+class Config:
+    source: str | None = None  # artifact folder or Hub repo; None: $OMNIVOICE_REPO or the default repo
+    precision: str = "int4"
+    threads: int | None = None
+
+
+@dataclass
+class Voices:
+    """Each precision's ``OmniVoiceONNX``, loaded once on first use and kept."""
+
+    config: Config
+    loaded: dict[str, OmniVoiceONNX] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self, precision: str, progress=None) -> OmniVoiceONNX:
+        if precision not in PRECISIONS:
+            raise gr.Error(f"Unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}.")
+        with self.lock:
+            if precision not in self.loaded:
+                report = (lambda f, msg: progress(f, desc=msg)) if progress is not None else None
+                self.loaded[precision] = OmniVoiceONNX.load(
+                    self.config.source, precision, threads=self.config.threads, download_progress=report
+                )
+            return self.loaded[precision]
+
+    def describe(self, precision: str) -> str:
+        voice = self.loaded.get(precision)
+        if voice is None:
+            return f"**{PRECISIONS.get(precision, precision)}**. Not loaded yet: the first synthesis loads (and if needed downloads) it."
+        files = {}
+        for graph, spec in voice.manifest["profiles"][precision]["graphs"].items():
+            path = voice.root / spec["file"]
+            files[graph] = sum(p.stat().st_size for p in (path, path.with_name(path.name + ".data")) if p.exists())
+        size = sum(files.values()) / 1e6
+        repaired = " The LLM was repaired to attend bidirectionally." if voice.repaired_llm else ""
+        return f"**{PRECISIONS[precision]}**. Loaded from `{voice.root}`, {size:.0f} MB on disk.{repaired}"
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def design_instruct(gender, age, pitch, style, accent, dialect, free_text) -> str | None:
+    """The voice-design controls as one instruct string (free text wins when given)."""
+    if free_text and free_text.strip():
+        return free_text.strip()
+    items = [x for x in (gender, age, pitch, style, accent, dialect) if x and x != "Any"]
+    return ", ".join(items) or None
+
+
+def resolve_seed(seed, randomize: bool) -> int:
+    return random.randrange(2**31) if randomize or seed is None else int(seed)
+
+
+def settings_kwargs(num_step, guidance, speed, duration, denoise, postprocess) -> dict:
+    return {
+        "num_step": int(num_step), "guidance_scale": float(guidance),
+        "speed": float(speed) if speed and float(speed) != 1.0 else None,
+        "duration": float(duration) if duration and float(duration) > 0 else None,
+        "denoise": bool(denoise), "postprocess_output": bool(postprocess),
+    }  # fmt: skip
+
+
+def result_line(speech: Speech, seed: int) -> str:
+    meta = speech.metadata
+    return (f"{meta['seconds']:.2f} s of audio in {meta['timings']['total']:.2f} s "
+            f"(real-time factor {meta['rtf']:.2f}), {meta['precision']}, {meta['steps']} steps, seed {seed}")  # fmt: skip
+
+
+def run_synthesis(voices: Voices, precision: str, progress, **kwargs) -> tuple[tuple[int, np.ndarray], str]:
+    """Load the precision, synthesize with a step-by-step progress bar, turn errors into gr.Error."""
     try:
-        manifest = read_manifest(root)
-    except ArtifactError as exc:
-        return f"**No usable artifacts.** {exc}"
-    rows = ["| precision | folder | encoder | LLM | heads | size |", "|---|---|---|---|---|---|"]
-    files = manifest["files"]
-    for name, profile in sorted(manifest.get("profiles", {}).items()):
-        prefix = "" if profile["dir"] == "." else profile["dir"] + "/"
-        size = sum(
-            entry["bytes"] for path, entry in files.items()
-            if path.startswith(prefix) and (prefix or "/" not in path)
+        voice = voices.get(precision, progress)
+        speech = voice.generate(progress=lambda done, total: progress(done / total, desc=f"Step {done}/{total}"), **kwargs)
+    except (ValueError, ArtifactError, FileNotFoundError) as exc:
+        raise gr.Error(str(exc)) from exc
+    return (speech.sample_rate, speech.waveform), result_line(speech, kwargs.get("seed", 0))
+
+
+# ----------------------------------------------------------------------------- event handlers
+
+
+def make_handlers(voices: Voices):
+    def synthesize(text, language, instruct, precision, num_step=32, guidance=2.0, speed=1.0, duration=0.0,
+                   seed=0, randomize_seed=False, denoise=True, postprocess=True, progress=gr.Progress()):  # fmt: skip
+        seed = resolve_seed(seed, randomize_seed)
+        return run_synthesis(
+            voices, precision, progress, text=text, language=None if language in (None, "", "Auto") else language,
+            instruct=instruct or None, seed=seed, **settings_kwargs(num_step, guidance, speed, duration, denoise, postprocess),
         )  # fmt: skip
-        rows.append(
-            f"| {name} | `{profile['dir']}` | {profile['encoder']} | {profile['llm']} | "
-            f"{profile['heads']} | {size / 1e6:.1f} MB |"
-        )
-    codec = manifest.get("audio_tokenizer")
-    codec_line = f"Codec: {codec['precision']}." if codec else "Codec: not built (`--include-higgs`)."
-    return "\n".join(rows) + f"\n\n{codec_line} Attention: {manifest.get('attention')}."
+
+    def clone(text, ref_audio, ref_text, voice_prompt, language, precision, num_step=32, guidance=2.0, speed=1.0,
+              duration=0.0, seed=0, randomize_seed=False, denoise=True, postprocess=True, progress=gr.Progress()):  # fmt: skip
+        if not ref_audio and not voice_prompt:
+            raise gr.Error("Record or upload a reference voice (or load a voice prompt file) first.")
+        seed = resolve_seed(seed, randomize_seed)
+        return run_synthesis(
+            voices, precision, progress, text=text, language=None if language in (None, "", "Auto") else language,
+            ref_audio=None if voice_prompt else ref_audio, ref_text=None if voice_prompt else ref_text,
+            voice_prompt=voice_prompt or None, seed=seed,
+            **settings_kwargs(num_step, guidance, speed, duration, denoise, postprocess),
+        )  # fmt: skip
+
+    def save_prompt(ref_audio, ref_text, precision, progress=gr.Progress()):
+        if not ref_audio:
+            raise gr.Error("Record or upload a reference voice first.")
+        try:
+            prompt = voices.get(precision, progress).create_voice_prompt(ref_audio, ref_text)
+        except (ValueError, ArtifactError) as exc:
+            raise gr.Error(str(exc)) from exc
+        path = Path(tempfile.mkdtemp(prefix="voice-")) / f"voice-{time.strftime('%Y%m%d-%H%M%S')}.npz"
+        prompt.save(path)
+        return str(path)
+
+    return synthesize, clone, save_prompt
 
 
-def check_artifacts(root: str, precision: str) -> str:
-    """Verify hashes and open every graph of ``precision``; a line saying how it went."""
-    try:
-        bad = verify_files(root, read_manifest(root))
-        if bad:
-            return f"Corrupt or missing: {', '.join(bad[:5])}. Rebuild or re-download the artifacts."
-        sessions = load_sessions(root, precision)
-    except (ArtifactError, ValueError) as exc:
-        return f"Not ready: {exc}"
-    return f"{precision}: {len(sessions)} graphs loaded, files intact, LLM bidirectional."
+# ----------------------------------------------------------------------------- layout
 
 
-def build_demo(artifacts: str = DEFAULT_ARTIFACTS) -> gr.Blocks:
-    with gr.Blocks(title="OmniVoice ONNX") as demo:
-        gr.Markdown("# OmniVoice ONNX\nOmniVoice text-to-speech on ONNX Runtime, without PyTorch.")
-        folder = gr.Textbox(value=artifacts, label="Artifact folder")
-        table = gr.Markdown(describe_artifacts(artifacts))
+def settings_panel() -> list:
+    with gr.Accordion("Settings", open=False):
         with gr.Row():
-            precision = gr.Dropdown(["int4", "fp16", "fp32", "cuda"], value="int4", label="Precision")
-            check = gr.Button("Check artifacts")
-        status = gr.Markdown()
-        folder.change(describe_artifacts, folder, table, api_visibility="private")
-        check.click(check_artifacts, [folder, precision], status, api_name="check_artifacts")
+            preset = gr.Radio([12, 16, 32], value=32, label="Steps preset", info="12-16 are faster, 32 is best")
+            steps = gr.Slider(1, 64, value=32, step=1, label="Unmasking steps")
+            guidance = gr.Slider(0.0, 5.0, value=2.0, step=0.1, label="Guidance scale")
+        with gr.Row():
+            speed = gr.Slider(0.5, 2.0, value=1.0, step=0.05, label="Speed")
+            duration = gr.Number(value=0, minimum=0, maximum=600, label="Duration in s (0: automatic)")
+        with gr.Row():
+            seed = gr.Number(value=0, precision=0, label="Seed")
+            randomize = gr.Checkbox(value=True, label="Randomize seed")
+            denoise = gr.Checkbox(value=True, label="Denoise reference")
+            postprocess = gr.Checkbox(value=True, label="Trim silences and normalize")
+        preset.change(lambda n: n, preset, steps, api_visibility="private")
+    return [steps, guidance, speed, duration, seed, randomize, denoise, postprocess]
+
+
+def tag_buttons(textbox: gr.Textbox) -> None:
+    with gr.Row():
+        for tag in NONVERBAL_TAGS:
+            gr.Button(f"[{tag}]", size="sm", min_width=60).click(
+                lambda text, t=tag: (text or "") + f"[{t}]", textbox, textbox, api_visibility="private"
+            )
+
+
+def build_demo(config: Config | None = None) -> gr.Blocks:
+    config = config or Config()
+    voices = Voices(config)
+    synthesize, clone, save_prompt = make_handlers(voices)
+    with gr.Blocks(title="OmniVoice ONNX") as demo:
+        gr.Markdown("# OmniVoice ONNX\nOmnilingual text-to-speech on ONNX Runtime: no PyTorch, fast on a CPU.")
+        with gr.Row():
+            precision = gr.Radio(list(PRECISIONS), value=config.precision, label="Precision", scale=1)
+            precision_info = gr.Markdown(voices.describe(config.precision))
+        precision.change(voices.describe, precision, precision_info, api_visibility="private")
+        with gr.Tabs():
+            with gr.Tab("Text to speech", id="tts"):
+                text = gr.Textbox(label="Text", lines=4, placeholder="What should be said?", elem_id="tts-text")
+                tag_buttons(text)
+                language = gr.Dropdown(LANGUAGES, value="Auto", label="Language", filterable=True, allow_custom_value=True)
+                with gr.Accordion("Voice design", open=False):
+                    with gr.Row():
+                        controls = [gr.Dropdown(["Any"] + options, value="Any", label=label) for label, options in
+                                    (("Gender", GENDERS), ("Age", AGES), ("Pitch", PITCHES), ("Style", STYLES),
+                                     ("English accent", ACCENTS), ("Chinese dialect", DIALECTS))]  # fmt: skip
+                    free = gr.Textbox(label="Or describe it yourself", placeholder="female, low pitch, british accent")
+                instruct = gr.Textbox(label="Instruct sent to the model", interactive=False)
+                for control in controls + [free]:
+                    control.change(design_instruct, controls + [free], instruct, api_visibility="private")
+                tts_button = gr.Button("Generate", variant="primary", elem_id="tts-generate")
+            with gr.Tab("Voice cloning", id="clone"):
+                gr.Markdown(REFERENCE_TIPS)
+                ref_audio = gr.Audio(sources=["microphone", "upload"], type="filepath", label="Reference voice")
+                ref_text = gr.Textbox(label="What the reference says", lines=2)
+                with gr.Row():
+                    prompt_file = gr.File(label="Voice prompt (.npz), instead of the audio", file_types=[".npz"], type="filepath")
+                    saved_prompt = gr.File(label="Saved voice prompt", interactive=False)
+                save_button = gr.Button("Save this voice as a prompt file")
+                clone_text = gr.Textbox(label="Text to say in this voice", lines=3, elem_id="clone-text")
+                clone_language = gr.Dropdown(LANGUAGES, value="Auto", label="Language", filterable=True, allow_custom_value=True)
+                clone_button = gr.Button("Generate", variant="primary", elem_id="clone-generate")
+        settings = settings_panel()
+        output = gr.Audio(label="Result", type="numpy", interactive=False, elem_id="result-audio")
+        info = gr.Markdown(elem_id="result-info")
+        gr.Examples(EXAMPLES, [text, language, free])
+
+        tts_button.click(synthesize, [text, language, instruct, precision, *settings], [output, info],
+                         api_name="synthesize")  # fmt: skip
+        clone_button.click(clone, [clone_text, ref_audio, ref_text, prompt_file, clone_language, precision, *settings],
+                           [output, info], api_name="clone")  # fmt: skip
+        save_button.click(save_prompt, [ref_audio, ref_text, precision], saved_prompt, api_name="save_voice_prompt")
     return demo
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="OmniVoice ONNX Space")
-    parser.add_argument("--artifacts", default=DEFAULT_ARTIFACTS, help="artifact folder (env OMNIVOICE_ARTIFACTS)")
+    parser.add_argument("--artifacts", default=os.environ.get("OMNIVOICE_ARTIFACTS"),
+                        help="artifact folder or Hub repo (env OMNIVOICE_ARTIFACTS; default: $OMNIVOICE_REPO "
+                        "or onnx-community/OmniVoice-Onnx)")  # fmt: skip
+    parser.add_argument("--precision", choices=list(PRECISIONS), default=os.environ.get("OMNIVOICE_PRECISION", "int4"))
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
+    parser.add_argument("--concurrency", type=int, default=int(os.environ.get("OMNIVOICE_CONCURRENCY", "1")),
+                        help="syntheses at once (default 1: one request uses every core)")  # fmt: skip
+    parser.add_argument("--threads", type=int, default=None, help="ONNX Runtime threads per session")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO)
-    build_demo(args.artifacts).queue(default_concurrency_limit=1).launch(server_name=args.host, server_port=args.port)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    demo = build_demo(Config(args.artifacts, args.precision, args.threads))
+    demo.queue(default_concurrency_limit=args.concurrency, max_size=32)
+    demo.launch(server_name=args.host, server_port=args.port, max_file_size=MAX_UPLOAD, show_error=True)
     return 0
 
 

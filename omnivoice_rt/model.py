@@ -120,6 +120,7 @@ class OmniVoiceONNX:
         self.precision = precision
         self.repaired_llm: Path | None = None  # set when the folder's causal LLM was repaired
         self.sessions = sessions
+        self.manifest = manifest
         self.config = manifest["model"]
         self.sample_rate = int(self.config["sample_rate"])
         self.frame_rate = int(self.config["frame_rate"])

@@ -52,3 +52,46 @@ def upstream(tiny_checkpoint):
     from omnivoice.models.omnivoice import OmniVoice
 
     return OmniVoice.from_pretrained(str(tiny_checkpoint)).eval()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def app_server(cpu_artifacts, tmp_path_factory):
+    """``python app.py`` as a real server on 127.0.0.1 over the tiny int4/fp16 artifacts."""
+    import os
+    import subprocess
+    import time
+    import urllib.request
+
+    port = free_port()
+    log = open(tmp_path_factory.mktemp("app") / "server.log", "w")  # noqa: SIM115 - closed below
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "app.py"), "--artifacts", str(cpu_artifacts), "--port", str(port)],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            break
+        except OSError:
+            if process.poll() is not None or time.time() > deadline:
+                process.kill()
+                raise RuntimeError(f"the app did not start; see {log.name}") from None
+            time.sleep(0.5)
+    yield url
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+    log.close()

@@ -1,28 +1,85 @@
-"""The placeholder Space's helpers over real artifact folders (the full app comes with issue 5)."""
+"""The Space as a real server on 127.0.0.1, called through ``gradio_client``."""
 
 from __future__ import annotations
 
-import shutil
+import numpy as np
+import pytest
+import soundfile as sf
+from gradio_client import Client, handle_file
 
-import app
+from omnivoice_build.equivalence import write_reference
 
-
-def test_describe_lists_each_precision_and_the_codec(cpu_artifacts):
-    text = app.describe_artifacts(cpu_artifacts)
-    assert "| int4 | `int4` | int4 | int4 | fp32 |" in text
-    assert "| fp16 | `.` | fp16 | int4 | fp16 |" in text
-    assert "Codec: fp16" in text and "bidirectional" in text
-
-
-def test_describe_explains_a_folder_without_artifacts(tmp_path):
-    text = app.describe_artifacts(tmp_path)
-    assert "No usable artifacts" in text and "build_artifacts.py" in text
+# text, language, instruct, precision, num_step, guidance, speed, duration, seed, randomize, denoise, postprocess
+FIXED = dict(num_step=8, guidance=2.0, speed=1.0, duration=2.0, seed=3, randomize_seed=False, denoise=True, postprocess=False)
 
 
-def test_check_loads_a_good_folder_and_names_corrupt_files(cpu_artifacts, tmp_path):
-    assert app.check_artifacts(str(cpu_artifacts), "int4").startswith("int4: 7 graphs loaded")
-    copy = tmp_path / "copy"
-    shutil.copytree(cpu_artifacts, copy)
-    (copy / "int4" / "llm_decoder.onnx.data").write_bytes(b"garbage")
-    message = app.check_artifacts(str(copy), "int4")
-    assert message.startswith("Corrupt or missing") and "int4/llm_decoder.onnx.data" in message
+@pytest.fixture(scope="module")
+def client(app_server):
+    return Client(app_server, verbose=False)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    return write_reference(str(tmp_path_factory.mktemp("app-ref") / "reference.wav"))
+
+
+def read(path) -> tuple[np.ndarray, int]:
+    audio, rate = sf.read(path)
+    return audio, rate
+
+
+def test_api_lists_the_stable_endpoints_only(client):
+    endpoints = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
+    assert {"/synthesize", "/clone", "/save_voice_prompt"} <= endpoints
+    assert not [e for e in endpoints if e.startswith("/lambda") or "describe" in e or "design" in e]
+
+
+def test_synthesize_auto_voice_and_voice_design(client):
+    for instruct in ("", "female, low pitch, british accent"):
+        path, info = client.predict("Hello from the API.", "English", instruct, "int4", **FIXED, api_name="/synthesize")
+        audio, rate = read(path)
+        assert rate == 24000
+        assert audio.shape[0] == 2 * 24000 + 2 * 2400  # 2 s and 0.1 s of padding each side
+        assert "2.20 s of audio" in info and "int4" in info and "seed 3" in info
+
+
+def test_same_seed_same_audio_and_precisions_differ(client):
+    first, _ = client.predict("Seeded.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
+    again, _ = client.predict("Seeded.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
+    fp16, info = client.predict("Seeded.", "Auto", "", "fp16", **FIXED, api_name="/synthesize")
+    np.testing.assert_array_equal(read(first)[0], read(again)[0])
+    assert "fp16" in info and read(fp16)[0].shape == read(first)[0].shape
+
+
+def test_clone_uploads_a_reference(client, reference):
+    path, info = client.predict(
+        "Hello in my voice.", handle_file(reference), "This is my voice.", None, "Auto", "int4", **FIXED,
+        api_name="/clone",
+    )  # fmt: skip
+    audio, rate = read(path)
+    assert rate == 24000 and audio.shape[0] == 2 * 24000 + 2 * 2400
+
+
+def test_saved_voice_prompt_clones_the_same_voice(client, reference):
+    prompt = client.predict(handle_file(reference), "This is my voice.", "int4", api_name="/save_voice_prompt")
+    assert prompt.endswith(".npz")
+    from_prompt, _ = client.predict("Hello.", None, "", handle_file(prompt), "Auto", "int4", **FIXED, api_name="/clone")
+    from_audio, _ = client.predict(
+        "Hello.", handle_file(reference), "This is my voice.", None, "Auto", "int4", **FIXED, api_name="/clone"
+    )
+    np.testing.assert_array_equal(read(from_prompt)[0], read(from_audio)[0])
+
+
+def test_errors_are_clear_and_the_server_keeps_serving(client, tmp_path):
+    with pytest.raises(Exception, match="text is empty"):
+        client.predict("   ", "Auto", "", "int4", **FIXED, api_name="/synthesize")
+    with pytest.raises(Exception, match="Unknown language"):
+        client.predict("Hi.", "Klingonese", "", "int4", **FIXED, api_name="/synthesize")
+    not_audio = tmp_path / "notes.wav"
+    not_audio.write_text("a text file with a .wav name")
+    with pytest.raises(Exception, match="could not read the reference audio"):
+        client.predict("Hi.", handle_file(str(not_audio)), "Hi.", None, "Auto", "int4", **FIXED, api_name="/clone")
+    with pytest.raises(Exception, match="reference voice"):
+        client.predict("Hi.", None, "", None, "Auto", "int4", **FIXED, api_name="/clone")
+    path, _ = client.predict("Still here.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
+    assert read(path)[1] == 24000
