@@ -229,8 +229,8 @@ def build_demo(config: Config | None = None) -> gr.Blocks:
                 tts_button = gr.Button("Generate", variant="primary", elem_id="tts-generate")
             with gr.Tab("Voice cloning", id="clone"):
                 gr.Markdown(REFERENCE_TIPS)
-                ref_audio = gr.Audio(sources=["microphone", "upload"], type="filepath", label="Reference voice")
-                ref_text = gr.Textbox(label="What the reference says", lines=2)
+                ref_audio = gr.Audio(sources=["microphone", "upload"], type="filepath", label="Reference voice", elem_id="ref-audio")
+                ref_text = gr.Textbox(label="What the reference says", lines=2, elem_id="ref-text")
                 with gr.Row():
                     prompt_file = gr.File(label="Voice prompt (.npz), instead of the audio", file_types=[".npz"], type="filepath")
                     saved_prompt = gr.File(label="Saved voice prompt", interactive=False)
@@ -244,9 +244,10 @@ def build_demo(config: Config | None = None) -> gr.Blocks:
         gr.Examples(EXAMPLES, [text, language, free])
 
         tts_button.click(synthesize, [text, language, instruct, precision, *settings], [output, info],
-                         api_name="synthesize")  # fmt: skip
+                         api_name="synthesize").then(voices.describe, precision, precision_info, api_visibility="private")
         clone_button.click(clone, [clone_text, ref_audio, ref_text, prompt_file, clone_language, precision, *settings],
-                           [output, info], api_name="clone")  # fmt: skip
+                           [output, info], api_name="clone").then(voices.describe, precision, precision_info,
+                                                                  api_visibility="private")  # fmt: skip
         save_button.click(save_prompt, [ref_audio, ref_text, precision], saved_prompt, api_name="save_voice_prompt")
     return demo
 

@@ -1,0 +1,87 @@
+"""The Space in a real headless Chromium (Debian's ``chromium``, driven by Playwright).
+
+Screenshots of each stage are saved under ``test-screenshots/`` at the repository root, so a
+person can look at what the page showed.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from omnivoice_build.equivalence import write_reference
+
+ROOT = Path(__file__).resolve().parents[1]
+SHOTS = ROOT / "test-screenshots"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def page(app_server):
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Chromium is missing: apt-get install chromium (the README's test command does)")
+    SHOTS.mkdir(exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 1400})
+        page.goto(app_server, wait_until="networkidle")
+        yield page
+        browser.close()
+
+
+def wait_for_result(page, previous: str, precision: str, timeout: float = 120_000) -> str:
+    """Wait for a new result line made with ``precision``, and an audio player holding audio."""
+    page.wait_for_function(
+        """([prev, precision]) => {
+             const el = document.querySelector('#result-info');
+             if (!el) return false;
+             const line = el.innerText.trim().split('\\n').pop();
+             return /^[0-9.]+ s of audio/.test(line) && line.includes(precision) && line !== prev; }""",
+        arg=[previous, precision], timeout=timeout,
+    )  # fmt: skip
+    page.wait_for_selector("#result-audio audio[src]", state="attached", timeout=timeout)
+    return page.inner_text("#result-info").strip().split("\n")[-1]
+
+
+def test_generate_switch_precision_and_clone(page, tmp_path):
+    page.fill("#tts-text textarea", "Hello from a real browser.")
+    page.get_by_role("button", name="[laughter]").click()
+    page.wait_for_function("() => document.querySelector('#tts-text textarea').value.endsWith('[laughter]')",
+                           timeout=10_000)  # fmt: skip
+    assert page.input_value("#tts-text textarea") == "Hello from a real browser.[laughter]"
+    page.click("#tts-generate")
+    info = wait_for_result(page, "", "int4")
+    assert "Loaded from" in page.inner_text("body")
+    page.screenshot(path=str(SHOTS / "1-text-to-speech.png"), full_page=True)
+
+    page.get_by_label("fp16").check()
+    page.click("#tts-generate")
+    info = wait_for_result(page, info, "fp16")
+    page.screenshot(path=str(SHOTS / "2-fp16.png"), full_page=True)
+
+    reference = write_reference(str(tmp_path / "my-voice.wav"))
+    page.get_by_role("tab", name="Voice cloning").click()
+    page.locator("#ref-audio").get_by_label("Upload file").click()
+    page.locator("#ref-audio input[type=file]").set_input_files(reference)
+    page.wait_for_selector("#ref-audio audio[src]", state="attached", timeout=30_000)
+    page.fill("#ref-text textarea", "This is my voice.")
+    page.fill("#clone-text textarea", "And this is me, cloned.")
+    page.click("#clone-generate")
+    info = wait_for_result(page, info, "fp16")
+    assert "s of audio" in info
+    page.screenshot(path=str(SHOTS / "3-voice-cloning.png"), full_page=True)
+
+
+def test_an_error_reaches_the_user(page):
+    page.get_by_role("tab", name="Text to speech").click()
+    page.fill("#tts-text textarea", "   ")
+    page.click("#tts-generate")
+    toast = page.get_by_text("text is empty", exact=False).first
+    toast.wait_for(timeout=30_000)
+    page.screenshot(path=str(SHOTS / "4-error.png"), full_page=True)
