@@ -37,6 +37,7 @@ logger = logging.getLogger(__name__)
 
 PRECISIONS = {
     "int4": "int4 (CPU, fastest): int4 encoder and LLM, fp32 heads",
+    "int8": "int8 (CPU, closest to fp32 of the fast ones): int8 encoder and LLM, fp32 heads",
     "fp16": "fp16 (CPU): fp16 encoder and heads, int4 LLM",
     "fp32": "fp32 (CPU, reference): everything fp32",
     "cuda": "cuda (GPU): fp16 everything, CUDA execution provider",

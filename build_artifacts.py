@@ -9,6 +9,7 @@ Devices (profiles; see DESIGN.md section 2, one folder each inside DIR):
     cpu_fp16   ./      fp16 encoder and heads, int4 LLM
     gpu        cuda/   fp16 encoder, LLM and heads for the CUDA execution provider
     cpu_fp32   fp32/   everything fp32: the reference the equivalence tests use
+    cpu_int8   int8/   int8 encoder and LLM (block 128, accuracy level 4), fp32 heads
 
 ``--include-higgs`` adds the codec (``audio_tokenizer/``), ``--higgs-only`` builds only the codec.
 Every LLM written is bidirectional and checked; ``omnivoice_manifest.json`` lists each file's
@@ -48,10 +49,11 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jin
 class Profile:
     """What one ``--device`` builds: the precision name, and each part's precision."""
 
-    precision: str  # manifest key and runtime name: int4, fp16, cuda, fp32
-    encoder: str  # int4 | fp16 | fp32
+    precision: str  # manifest key and runtime name: int4, int8, fp16, cuda, fp32
+    encoder: str  # int4 | int8 | fp16 | fp32
     heads: str  # fp16 | fp32: never int4
     llm: str  # a key of omnivoice_build.llm.BUILDER_TARGETS
+    block_size: int = 32  # of the int4/int8 weights, unless --block-size says otherwise
 
     @property
     def dir(self) -> str:
@@ -63,6 +65,8 @@ PROFILES = {
     "cpu_fp16": Profile("fp16", encoder="fp16", heads="fp16", llm="int4"),
     "gpu": Profile("cuda", encoder="fp16", heads="fp16", llm="fp16_cuda"),
     "cpu_fp32": Profile("fp32", encoder="fp32", heads="fp32", llm="fp32"),
+    # Weight-only int8, block 128: about as fast as int4 block 32 with far less error.
+    "cpu_int8": Profile("int8", encoder="int8", heads="fp32", llm="int8", block_size=128),
 }
 
 
@@ -150,6 +154,7 @@ def model_section(checkpoint: Path) -> dict:
     llm = config["llm_config"]
     section = {
         "hidden_size": llm["hidden_size"],
+        "intermediate_size": llm["intermediate_size"],
         "num_hidden_layers": llm["num_hidden_layers"],
         "num_attention_heads": llm["num_attention_heads"],
         "num_key_value_heads": llm["num_key_value_heads"],
@@ -279,7 +284,8 @@ def build(args: argparse.Namespace) -> dict:
         staging = Path(staging)
         if not args.higgs_only:
             profile = PROFILES[args.device]
-            update["profiles"] = {profile.precision: build_profile(checkpoint, staging, profile, args.block_size)}
+            block_size = args.block_size or profile.block_size
+            update["profiles"] = {profile.precision: build_profile(checkpoint, staging, profile, block_size)}
         if args.higgs_only or args.include_higgs:
             update["audio_tokenizer"] = build_higgs(checkpoint, staging, args.higgs_precision)
         for name in TOKENIZER_FILES:
@@ -304,8 +310,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--include-higgs", action="store_true", help="also build the codec (audio_tokenizer/)")
     parser.add_argument("--higgs-only", action="store_true", help="build only the codec")
     parser.add_argument("--higgs-precision", choices=["fp16", "fp32"], default="fp16")
-    parser.add_argument("--block-size", type=int, choices=[16, 32, 64, 128, 256], default=32,
-                        help="int4 block size of the LLM and the int4 encoder (default 32)")  # fmt: skip
+    parser.add_argument("--block-size", type=int, choices=[16, 32, 64, 128, 256], default=None,
+                        help="block size of the int4/int8 LLM and encoder (default 32 for int4, 128 for int8)")  # fmt: skip
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logs and tracebacks")
     return parser.parse_args(argv)
 

@@ -2,7 +2,7 @@
 
 PyTorch -> ONNX with ``OnnxConversion``, then, by precision:
 
-- ``int4``: ``OnnxBlockWiseRtnQuantization`` (Gather -> GatherBlockQuantized, MatMul -> MatMulNBits,
+- ``int4`` / ``int8``: ``OnnxBlockWiseRtnQuantization`` (Gather -> GatherBlockQuantized, MatMul -> MatMulNBits,
   accuracy level 4);
 - ``fp16``: ``OnnxFloatToFloat16`` with fp32 inputs and outputs kept;
 - ``fp32``: conversion only.
@@ -34,10 +34,10 @@ EXTERNAL_DATA_BYTES = 64 << 20
 
 def _passes(precision: str, block_size: int) -> dict:
     passes = {"conversion": {"type": "OnnxConversion", "target_opset": 17}}
-    if precision == "int4":
+    if precision in ("int4", "int8"):
         passes["quantize"] = {
             "type": "OnnxBlockWiseRtnQuantization",
-            "bits": 4,
+            "bits": int(precision[3:]),
             "block_size": block_size,
             "accuracy_level": 4,
         }

@@ -105,6 +105,10 @@ def cmd_eval(args) -> int:
     return 0 if equal == len(results) else 1
 
 
+def _steps(value: str):
+    return value if value in ("fast", "balanced", "best") else int(value)
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m omnivoice_rt", description="OmniVoice on ONNX Runtime")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -113,7 +117,7 @@ def parse_args(argv):
         p.add_argument("--model-dir", default=os.environ.get("OMNIVOICE_ARTIFACTS"),
                        help="artifact folder or Hub repo id (default: $OMNIVOICE_ARTIFACTS, else the Hub repo "
                        "$OMNIVOICE_REPO or onnx-community/OmniVoice-Onnx)")
-        p.add_argument("--precision", default="int4", choices=["int4", "fp16", "fp32", "cuda"])
+        p.add_argument("--precision", default="int4", choices=["int4", "int8", "fp16", "fp32", "cuda"])
         p.add_argument("--threads", type=int, default=None, help="ONNX Runtime intra-op threads")
         p.add_argument("-v", "--verbose", action="store_true")
 
@@ -129,7 +133,7 @@ def parse_args(argv):
     syn.add_argument("--duration", type=float)
     syn.add_argument("--speed", type=float)
     syn.add_argument("--seed", type=int)
-    syn.add_argument("--num-step", type=int, default=32)
+    syn.add_argument("--num-step", type=_steps, default=32, help="1-256, or a preset: fast (12), balanced (16), best (32)")
     syn.add_argument("--guidance-scale", type=float, default=2.0)
     syn.add_argument("--t-shift", type=float, default=0.1)
     syn.add_argument("--layer-penalty-factor", type=float, default=5.0)

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from omnivoice_rt.bidirectional import check_bidirectional, make_bidirectional
 from omnivoice_rt.manifest import (
+    DEVICE_OF_PRECISION,
     ArtifactError,
     load_manifest,
     profile_files,
@@ -46,6 +47,7 @@ SHARED_FILES = [
 PRECISION_FILES = {
     "fp16": ["audio_embeddings_encoder.onnx*", "llm_decoder.onnx*", "audio_heads_decoder.onnx*", "genai_config.json"],
     "int4": ["int4/*"],
+    "int8": ["int8/*"],
     "cuda": ["cuda/*"],
     "fp32": ["fp32/*"],
 }
@@ -171,8 +173,7 @@ def repaired_llm(folder: Path, precision: str, head_dim: int) -> Path | None:
         return None
     except ValueError:
         pass
-    snapshot = original.resolve().parent if not original.is_symlink() else original.parent
-    storage = next((p for p in snapshot.parents if p.name.startswith("models--")), folder)
+    storage = next((p for p in original.parents if p.name.startswith("models--")), folder)  # the repo's cache folder
     target_dir = storage / "omnivoice_repaired" / f"{precision}-{_content_key(original)}"
     target = target_dir / "llm_decoder.onnx"
     if not target.is_file():
@@ -206,7 +207,7 @@ def build_locally(checkpoint: str, precision: str, output: Path | None = None) -
 
     name = re.sub(r"[^\w.-]+", "_", checkpoint.strip("/"))[-80:]
     output = output or Path(HF_HOME) / "omnivoice_builds" / name
-    device = {"int4": "cpu", "fp16": "cpu_fp16", "cuda": "gpu", "fp32": "cpu_fp32"}[precision]
+    device = DEVICE_OF_PRECISION[precision]
     try:
         if precision in load_manifest(output)["profiles"]:
             return output

@@ -32,7 +32,7 @@ MANIFEST_NAME = "omnivoice_manifest.json"
 FORMAT_VERSION = 1
 
 # Precision name -> the profile's folder, relative to the artifact root (DESIGN.md section 2).
-PROFILE_DIRS = {"fp16": ".", "int4": "int4", "cuda": "cuda", "fp32": "fp32"}
+PROFILE_DIRS = {"fp16": ".", "int4": "int4", "int8": "int8", "cuda": "cuda", "fp32": "fp32"}
 MAIN_GRAPHS = ("audio_embeddings_encoder", "llm_decoder", "audio_heads_decoder")
 HIGGS_GRAPHS = ("acoustic_encoder", "semantic_encoder", "quantizer_encoder", "higgs_decoder")
 
@@ -167,4 +167,4 @@ def profile_files(manifest: dict, precision: str) -> list[str]:
     return [f for f in manifest["files"] if f in wanted or f.rsplit(".data", 1)[0] in wanted]
 
 
-DEVICE_OF_PRECISION = {"int4": "cpu", "fp16": "cpu_fp16", "cuda": "gpu", "fp32": "cpu_fp32"}
+DEVICE_OF_PRECISION = {"int4": "cpu", "int8": "cpu_int8", "fp16": "cpu_fp16", "cuda": "gpu", "fp32": "cpu_fp32"}

@@ -43,22 +43,19 @@ from omnivoice_rt.voice_prompt import VoicePrompt
 
 logger = logging.getLogger(__name__)
 
+STEP_PRESETS = {"fast": 12, "balanced": 16, "best": 32}  # 12-16 steps match 32 on WER; 8 do not
 MAX_TEXT_CHARS = 10_000
 MAX_DURATION_S = 600.0
 MIN_REFERENCE_S = 0.5
+MAX_REFERENCE_S = 30.0  # the codec's HuBERT attends over the whole reference: memory grows with its square
 Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
-class GenerationSettings:
-    """Per-call settings; the defaults are upstream's ``OmniVoiceGenerationConfig``."""
+class GenerationSettings(UnmaskSettings):
+    """Per-call settings: the unmasking loop's, and the rest of upstream's
+    ``OmniVoiceGenerationConfig``, with its defaults."""
 
-    num_step: int = 32
-    guidance_scale: float = 2.0
-    t_shift: float = 0.1
-    layer_penalty_factor: float = 5.0
-    position_temperature: float = 5.0
-    class_temperature: float = 0.0
     denoise: bool = True
     preprocess_prompt: bool = True
     postprocess_output: bool = True
@@ -68,6 +65,8 @@ class GenerationSettings:
     fade_duration: float = 0.1
 
     def validate(self) -> None:
+        if isinstance(self.num_step, str) and self.num_step in STEP_PRESETS:
+            object.__setattr__(self, "num_step", STEP_PRESETS[self.num_step])
         if not isinstance(self.num_step, (int, np.integer)) or not 1 <= self.num_step <= 256:
             raise ValueError(f"num_step must be an integer from 1 to 256 (12, 16 or 32 are typical), got {self.num_step}")
         for name in ("guidance_scale", "t_shift", "layer_penalty_factor", "position_temperature", "class_temperature"):
@@ -76,13 +75,6 @@ class GenerationSettings:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value}")
         if self.t_shift == 0:
             raise ValueError("t_shift must be > 0 (upstream's default is 0.1)")
-
-    @property
-    def unmask(self) -> UnmaskSettings:
-        return UnmaskSettings(
-            self.num_step, self.guidance_scale, self.t_shift, self.layer_penalty_factor,
-            self.position_temperature, self.class_temperature,
-        )  # fmt: skip
 
 
 @dataclass
@@ -186,6 +178,11 @@ class OmniVoiceONNX:
         if not isinstance(ref_text, str) or not ref_text.strip():
             raise ValueError("ref_text is required for voice cloning: type what the reference recording says")
         wav = audio_ops.load_audio(ref_audio, self.sample_rate)
+        if wav.shape[-1] > 4 * MAX_REFERENCE_S * self.sample_rate:
+            raise ValueError(
+                f"the reference is {wav.shape[-1] / self.sample_rate:.0f} s long; use 3-10 s of speech "
+                f"(at most {MAX_REFERENCE_S:.0f} s)"
+            )
         rms = float(np.sqrt(np.mean(wav.astype(np.float64) ** 2)))
         if rms < 1e-5:
             raise ValueError("the reference audio is silent; record 3-10 s of clear speech")
@@ -198,6 +195,11 @@ class OmniVoiceONNX:
             raise ValueError(
                 f"the reference has {seconds:.2f} s of sound after silence removal; it needs at least "
                 f"{MIN_REFERENCE_S} s (3-10 s of clear speech works best)"
+            )
+        if seconds > MAX_REFERENCE_S:
+            raise ValueError(
+                f"the reference has {seconds:.1f} s of sound; use 3-10 s of speech (at most {MAX_REFERENCE_S:.0f} s), "
+                "cut to match its transcript"
             )
         if seconds > 20:
             logger.warning("the reference is %.1f s long; 3-10 s is faster and clones better", seconds)
@@ -293,7 +295,7 @@ class OmniVoiceONNX:
             ref_text=ref_text, ref_codes=ref_codes, language=language, instruct=instruct, denoise=settings.denoise,
         )  # fmt: skip
         forward = self._forward_for(prompt)
-        return unmask(forward, self.num_codebooks, target_len, self.mask_id, settings.unmask, rng, steps.step)
+        return unmask(forward, self.num_codebooks, target_len, self.mask_id, settings, rng, steps.step)
 
     def _generate_chunked(self, text, target_len, ref_text, ref_codes, speed, progress, **common):
         """Upstream's ``_generate_chunked``: ~15 s pieces split at punctuation. Without a

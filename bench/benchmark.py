@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""Benchmark: our runtime against stock PyTorch ``OmniVoice.generate``, in one run, on one machine.
+
+    python bench/benchmark.py --checkpoint FULL_CHECKPOINT --artifacts FULL_ARTIFACTS [--reps 3] [--long]
+
+Make the inputs with ``python -m omnivoice_build.fixtures --size full --output ckpt`` and
+``python build_artifacts.py --model ckpt --output art --device cpu`` (and ``cpu_fp16``,
+``cpu_int8``, ``--include-higgs``). Each case runs PyTorch and every precision in turn,
+alternating, ``--reps`` times; the table shows the median and the range. All engines speak the
+same text for the same number of frames with the same 32 steps.
+
+Cases: ``auto`` (5 s of speech), ``clone`` (a 5 s reference, 5 s of speech), and with ``--long``
+a text of about 40 s (chunked). Columns: real-time factor, speedup over PyTorch, seconds per step,
+where the time goes (encoder, LLM, heads, codec decode, the rest: Python and numpy). Then the
+load time and the peak resident memory of a fresh process that loads int4 and speaks, and a
+roofline line: the LLM's arithmetic per second against the best MatMulNBits throughput measured
+here with the same kernel. The last line is machine-readable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+FIVE_SECONDS = "This is a benchmark sentence that lasts about five seconds when it is spoken aloud."
+LONG_TEXT = " ".join(
+    f"Paragraph {i} of the long benchmark keeps talking about nothing in particular, so that it lasts." for i in range(8)
+)
+CASES = {
+    "auto": {"text": FIVE_SECONDS, "duration": 5.0},
+    "clone": {"text": FIVE_SECONDS, "duration": 5.0, "ref_text": "This is the voice I would like you to copy."},
+    "long": {"text": LONG_TEXT},
+}
+
+
+def machine() -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    return f"{cpu}, {os.cpu_count()} cores, {platform.python_version()}"
+
+
+# ----------------------------------------------------------------------------- engines
+
+
+def run_pytorch(model, case: dict, reference: str | None) -> dict:
+    import torch
+
+    kwargs = dict(case)
+    if "ref_text" in kwargs:
+        kwargs["ref_audio"] = reference
+    started = time.perf_counter()
+    with torch.inference_mode():
+        audio = model.generate(**kwargs)[0]
+    total = time.perf_counter() - started
+    seconds = audio.shape[-1] / 24000
+    return {"total": total, "seconds": seconds, "rtf": total / seconds}
+
+
+def run_onnx(voice, case: dict, reference: str | None, seed: int) -> dict:
+    kwargs = dict(case)
+    if "ref_text" in kwargs:
+        kwargs["ref_audio"] = reference
+    speech = voice.generate(seed=seed, **kwargs)
+    t = speech.metadata["timings"]
+    parts = {
+        "encoder": t.get("model.audio_embeddings_encoder", 0.0),
+        "llm": t.get("model.llm_decoder", 0.0),
+        "heads": t.get("model.audio_heads_decoder", 0.0),
+        "decode": t["decode"],
+    }
+    parts["python"] = t["total"] - sum(parts.values())
+    return {"total": t["total"], "seconds": speech.seconds, "rtf": speech.metadata["rtf"],
+            "steps": speech.metadata["steps"], "frames": speech.metadata["frames"], **parts}  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- roofline
+
+
+def matmul_throughput(bits: int, block_size: int) -> float:
+    """GOP/s of one MatMulNBits (accuracy level 4), M=512 x K=1024 x N=3072, as the LLM uses it."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+
+    m, k, n = 512, 1024, 3072
+    weight = (np.random.default_rng(0).standard_normal((k, n)) / 32).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["A", "W"], ["Y"])], "g",
+        [helper.make_tensor_value_info("A", TensorProto.FLOAT, [None, k])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None, n])], [numpy_helper.from_array(weight, "W")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    config = DefaultWeightOnlyQuantConfig(block_size=block_size, is_symmetric=True, accuracy_level=4, bits=bits)
+    quantizer = MatMulNBitsQuantizer(onnx.load_from_string(model.SerializeToString()), algo_config=config)
+    quantizer.process()
+    session = ort.InferenceSession(quantizer.model.model.SerializeToString(), providers=["CPUExecutionProvider"])
+    a = np.random.default_rng(1).standard_normal((m, k)).astype(np.float32)
+    session.run(None, {"A": a})
+    best = float("inf")
+    for _ in range(5):
+        started = time.perf_counter()
+        session.run(None, {"A": a})
+        best = min(best, time.perf_counter() - started)
+    return 2 * m * k * n / best / 1e9
+
+
+def llm_gop_per_token(manifest: dict) -> float:
+    """Multiply-adds of the LLM's matrices per token (attention scores are a few percent more)."""
+    c = manifest["model"]
+    hidden, head_dim = c["hidden_size"], c["head_dim"]
+    q_dim, kv_dim = c["num_attention_heads"] * head_dim, c["num_key_value_heads"] * head_dim
+    per_layer = hidden * (q_dim + 2 * kv_dim) + q_dim * hidden + 3 * hidden * c["intermediate_size"]
+    return 2 * per_layer * c["num_hidden_layers"] / 1e9
+
+
+# ----------------------------------------------------------------------------- memory and load time
+
+# VmHWM, not getrusage: ru_maxrss survives fork and exec, so a child would report its parent's peak.
+PROBE = """
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+started = time.perf_counter()
+from omnivoice_rt import OmniVoiceONNX
+voice = OmniVoiceONNX.load(sys.argv[2], sys.argv[3])
+loaded = time.perf_counter() - started
+voice.generate(sys.argv[4], duration=5.0, seed=0)
+peak = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM"))
+print(json.dumps({"load_s": loaded, "peak_rss_mb": peak / 1024}))
+"""
+
+
+def probe(artifacts: str, precision: str) -> dict:
+    result = subprocess.run([sys.executable, "-c", PROBE, str(ROOT), artifacts, precision, FIVE_SECONDS],
+                            capture_output=True, text=True, check=True)  # fmt: skip
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def summary(values: list[float]) -> str:
+    return f"{statistics.median(values):7.2f} [{min(values):.2f}-{max(values):.2f}]"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint", required=True, help="the full-size OmniVoice checkpoint (PyTorch)")
+    parser.add_argument("--artifacts", required=True, help="artifacts built from it")
+    parser.add_argument("--precisions", default="int4,fp16,int8", help="comma-separated, those built")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--cases", default="auto,clone", help="auto, clone, long")
+    args = parser.parse_args(argv)
+
+    import torch
+    from omnivoice.models.omnivoice import OmniVoice
+
+    from omnivoice_build.equivalence import write_reference
+    from omnivoice_rt import OmniVoiceONNX
+    from omnivoice_rt.manifest import load_manifest
+
+    print(f"machine: {machine()}; torch {torch.__version__} threads {torch.get_num_threads()}")
+    manifest = load_manifest(args.artifacts)
+    precisions = [p for p in args.precisions.split(",") if p in manifest["profiles"]]
+    pytorch = OmniVoice.from_pretrained(args.checkpoint).eval()
+    voices = {p: OmniVoiceONNX.load(args.artifacts, p) for p in precisions}
+    reference = write_reference(os.path.join(tempfile.mkdtemp(), "reference.wav"), seconds=5.3, rate=24000, channels=1)
+    results: dict = {}
+    for case_name in args.cases.split(","):
+        case = CASES[case_name]
+        for rep in range(args.reps):
+            for engine in ["pytorch", *precisions]:  # alternate, so drift hits every engine alike
+                if engine == "pytorch":
+                    run = run_pytorch(pytorch, case, reference)
+                else:
+                    run = run_onnx(voices[engine], case, reference, seed=rep)
+                results.setdefault(case_name, {}).setdefault(engine, []).append(run)
+                print(f"  {case_name} rep {rep} {engine}: {run['seconds']:.2f} s audio, rtf {run['rtf']:.2f}", flush=True)
+
+    print("\ncase   engine    RTF median [range]  speedup  s/step  encoder    LLM  heads decode python")
+    speedups: dict = {}
+    for case_name, engines in results.items():
+        base = statistics.median(r["rtf"] for r in engines["pytorch"])
+        for engine, runs in engines.items():
+            rtf = [r["rtf"] for r in runs]
+            speed = base / statistics.median(rtf)
+            speedups[(case_name, engine)] = speed
+            if engine == "pytorch":
+                print(f"{case_name:6s} {engine:8s} {summary(rtf)}     1.00")
+                continue
+            per_step = statistics.median(r["total"] / r["steps"] for r in runs)
+            split = " ".join(f"{statistics.median(r[k] for r in runs):6.2f}" for k in ("encoder", "llm", "heads", "decode", "python"))
+            print(f"{case_name:6s} {engine:8s} {summary(rtf)}  {speed:6.2f}  {per_step:6.3f}  {split}")
+
+    memory = probe(args.artifacts, "int4")
+    print(f"\nint4 in a fresh process: load {memory['load_s']:.2f} s, peak resident memory {memory['peak_rss_mb']:.0f} MB")
+    int4 = manifest["profiles"]["int4"]
+    best = matmul_throughput(4, int4.get("llm_block_size") or 32)
+    runs = results["auto"]["int4"]
+    tokens = statistics.median(r["frames"] for r in runs) * 2 + 30  # cond (prompt + target) and uncond rows
+    gop_step = llm_gop_per_token(manifest) * tokens
+    achieved = gop_step * statistics.median(r["steps"] / r["llm"] for r in runs)
+    print(f"roofline: the LLM does {gop_step:.0f} GOP per step; it ran at {achieved:.0f} GOP/s, the best int4 "
+          f"MatMulNBits here (block {int4.get('llm_block_size')}, accuracy level 4) is {best:.0f} GOP/s "
+          f"({100 * achieved / best:.0f}%)")  # fmt: skip
+    print(f"speedup_auto={speedups.get(('auto', 'int4'), 0):.2f} speedup_clone={speedups.get(('clone', 'int4'), 0):.2f} "
+          f"rtf_int4_auto={statistics.median(r['rtf'] for r in runs):.2f} peak_rss_mb={memory['peak_rss_mb']:.0f} "
+          f"load_s={memory['load_s']:.2f}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

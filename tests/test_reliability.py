@@ -1,0 +1,159 @@
+"""Strange input, many callers, faults and unsafe requests against the real server on 127.0.0.1.
+
+The load test is bounded: 4 concurrent ``gradio_client`` callers, 3 requests each, tiny
+artifacts. Every request must come back with its own audio (each caller asks for a different
+duration and seed, and gets exactly what a lone request with those settings gives) or with a
+queue-full message; the server's memory is sampled before and after.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+
+import numpy as np
+import pytest
+import soundfile as sf
+from gradio_client import Client, handle_file
+
+from tests.test_app import FIXED
+
+CALLERS, REQUESTS = 4, 3
+
+
+@pytest.fixture(scope="module")
+def client(app_server):
+    return Client(app_server, verbose=False)
+
+
+def settings(**changes) -> dict:
+    return {**FIXED, **changes}
+
+
+@pytest.mark.parametrize(
+    "text,language,instruct,overrides,message",
+    [
+        ("", "Auto", "", {}, "text is empty"),
+        ("x" * 20_000, "Auto", "", {}, "limit is 10000"),
+        ("\x00\x01\x02\x7f", "Auto", "", {}, "text is empty"),
+        ("Hi.", "xx-nope", "", {}, "Unknown language"),
+        ("Hi.", "Auto", "male, female", {}, "Conflicting"),
+        ("Hi.", "Auto", "robot", {}, "Unsupported instruct"),
+        ("Hi.", "Auto", "", {"guidance": -5.0}, "less than minimum"),  # Gradio checks the slider's range
+        ("Hi.", "Auto", "", {"num_step": 10_000}, "greater than maximum"),
+        ("Hi.", "Auto", "", {"num_step": 0}, "less than minimum"),
+        ("Hi.", "Auto", "", {"speed": 0.0}, "less than minimum"),
+        ("Hi.", "Auto", "", {"duration": 3600.0}, "greater than maximum"),
+    ],
+)
+def test_bad_input_through_the_api(client, text, language, instruct, overrides, message):
+    with pytest.raises(Exception, match=message):
+        client.predict(text, language, instruct, "int4", **settings(**overrides), api_name="/synthesize")
+
+
+def test_odd_but_valid_text_is_spoken(client):
+    for text in ("Hello\tworld\x07 — 你好 мир 123!", "ɐ ǝ ɥ ɯ 😀 ok"):
+        path, info = client.predict(text, "Auto", "", "int4", **FIXED, api_name="/synthesize")
+        assert sf.read(path)[1] == 24000 and "s of audio" in info
+
+
+def test_bad_references_through_the_api(client, tmp_path):
+    rate = 24000
+    cases = {
+        "silent.wav": (np.zeros(rate * 2, np.float32), rate, "silent"),
+        "tiny.wav": (0.3 * np.sin(np.arange(2400) / 5).astype(np.float32), rate, "at least 0.5 s"),
+        "clipped-8k.wav": (np.clip(3 * np.sin(np.arange(8000 * 3) / 3), -1, 1).astype(np.float32), 8000, None),
+        "stereo-48k.wav": (0.2 * np.stack([np.sin(np.arange(48000 * 3) / 7)] * 2, 1).astype(np.float32), 48000, None),
+    }
+    def clone(name: str):
+        return client.predict("Hi.", handle_file(str(tmp_path / name)), "Hi.", None, "Auto", "int4", **FIXED, api_name="/clone")
+
+    for name, (samples, sample_rate, message) in cases.items():
+        sf.write(tmp_path / name, samples, sample_rate)
+        if message:
+            with pytest.raises(Exception, match=message):
+                clone(name)
+        else:
+            assert sf.read(clone(name)[0])[1] == 24000
+    good = tmp_path / "stereo-48k.wav"
+    (tmp_path / "truncated.wav").write_bytes(good.read_bytes()[:2000])
+    with pytest.raises(Exception, match="reference"):
+        client.predict("Hi.", handle_file(str(tmp_path / "truncated.wav")), "Hi.", None, "Auto", "int4", **FIXED, api_name="/clone")
+
+
+def test_concurrent_callers_each_get_their_own_audio(app_server):
+    import psutil
+
+    server = next(p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] and "app.py" in " ".join(p.info["cmdline"])
+                  and app_server.rsplit(":", 1)[1] in " ".join(p.info["cmdline"]))  # fmt: skip
+    expected = {}
+    for caller in range(CALLERS):  # what each caller's request gives when it runs alone
+        path, _ = Client(app_server, verbose=False).predict(
+            f"Caller {caller}.", "Auto", "", "int4", **settings(duration=1.0 + 0.4 * caller, seed=caller), api_name="/synthesize"
+        )
+        expected[caller] = sf.read(path)[0]
+    memory_before = server.memory_info().rss
+    results, failures = {}, []
+
+    def call(caller: int) -> None:
+        client = Client(app_server, verbose=False)
+        for request in range(REQUESTS):
+            try:
+                path, _ = client.predict(
+                    f"Caller {caller}.", "Auto", "", "int4", **settings(duration=1.0 + 0.4 * caller, seed=caller),
+                    api_name="/synthesize",
+                )  # fmt: skip
+                results[(caller, request)] = sf.read(path)[0]
+            except Exception as exc:  # noqa: BLE001 - a queue-full answer is allowed, anything else is not
+                failures.append((caller, request, str(exc)))
+
+    threads = [threading.Thread(target=call, args=(c,)) for c in range(CALLERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    memory_after = server.memory_info().rss
+    assert not [f for f in failures if "queue" not in f[2].lower()], failures
+    assert len(results) + len(failures) == CALLERS * REQUESTS
+    for (caller, _), audio in results.items():
+        np.testing.assert_array_equal(audio, expected[caller])
+    growth_mb = (memory_after - memory_before) / 2**20
+    print(f"\nload: {CALLERS} callers x {REQUESTS} requests, {len(failures)} queue-full, "
+          f"server memory {memory_before / 2**20:.0f} -> {memory_after / 2**20:.0f} MB")  # fmt: skip
+    assert growth_mb < 100
+
+
+def test_api_cannot_read_files_outside_its_uploads(client):
+    with pytest.raises(Exception):  # noqa: B017 - gradio refuses the path itself, with its own message
+        client.predict("Hi.", {"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}}, "Hi.", None, "Auto", "int4",
+                       **FIXED, api_name="/clone")  # fmt: skip
+    with pytest.raises(Exception):  # noqa: B017
+        client.predict("Hi.", None, "", {"path": "/etc/hostname", "meta": {"_type": "gradio.FileData"}}, "Auto", "int4",
+                       **FIXED, api_name="/clone")  # fmt: skip
+
+
+def test_pickled_voice_prompt_is_refused(client, tmp_path):
+    import pickle
+
+    bad = tmp_path / "evil.npz"
+    np.savez(bad, format_version=np.int64(1), codes=np.array([pickle.dumps(object())], dtype=object), text=np.str_("x"),
+             rms=np.float64(0.1))  # fmt: skip
+    with pytest.raises(Exception, match="voice prompt|not a voice prompt|codes"):
+        client.predict("Hi.", None, "", handle_file(str(bad)), "Auto", "int4", **FIXED, api_name="/clone")
+
+
+def test_a_broken_artifact_is_reported_and_the_app_recovers(cpu_artifacts, tmp_path):
+    """A precision whose file goes missing fails with a message; it loads once the file is back."""
+    import app
+
+    folder = tmp_path / "artifacts"
+    shutil.copytree(cpu_artifacts, folder)
+    voices = app.Voices(app.Config(str(folder), "int4"))
+    voices.get("int4")
+    moved = folder / "llm_decoder.onnx.data"
+    moved.rename(tmp_path / "aside.data")
+    with pytest.raises(Exception, match="missing or corrupt"):
+        voices.get("fp16")
+    (tmp_path / "aside.data").rename(moved)
+    assert voices.get("fp16").precision == "fp16"
+    assert voices.get("int4").generate("Still fine.", num_step=4, seed=0).seconds > 0
