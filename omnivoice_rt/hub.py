@@ -101,6 +101,11 @@ def _explain(exc: Exception, repo_id: str, endpoint: str) -> str:
                 "connection, or pass a local artifact folder (see build_artifacts.py)")  # fmt: skip
     if isinstance(exc, EntryNotFoundError):
         return f"{repo_id} has no {file} (404 from {endpoint}); the repository is incomplete or the revision wrong"
+    if isinstance(exc, OSError) and not isinstance(exc, ConnectionError):
+        from huggingface_hub.constants import HF_HUB_CACHE
+
+        return (f"cannot write {repo_id} into the Hugging Face cache at {HF_HUB_CACHE} "
+                f"({exc.strerror or exc}); set HF_HOME to a writable folder")  # fmt: skip
     detail = " ".join(str(exc).split())[:300]
     return f"downloading {file} of {repo_id} failed: {type(exc).__name__}: {detail}"
 

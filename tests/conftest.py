@@ -6,6 +6,8 @@ the upstream ``omnivoice`` PyTorch model loaded from the same checkpoint.
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import sys
 from pathlib import Path
 
@@ -62,36 +64,83 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def app_server(cpu_artifacts, tmp_path_factory):
-    """``python app.py`` as a real server on 127.0.0.1 over the tiny int4/fp16 artifacts."""
+@contextlib.contextmanager
+def running_app(args: list[str], log_path: Path, **env: str):
+    """``python app.py ARGS`` as a real server on a free port of 127.0.0.1; yields its URL."""
     import os
     import subprocess
     import time
     import urllib.request
 
     port = free_port()
-    log = open(tmp_path_factory.mktemp("app") / "server.log", "w")  # noqa: SIM115 - closed below
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
-    process = subprocess.Popen(
-        [sys.executable, str(ROOT / "app.py"), "--artifacts", str(cpu_artifacts), "--port", str(port)],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while True:
+    environment = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", **env}
+    environment.pop("OMNIVOICE_ARTIFACTS", None)
+    with open(log_path, "w") as log:
+        process = subprocess.Popen([sys.executable, str(ROOT / "app.py"), *args, "--port", str(port)],
+                                   cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 120
         try:
-            urllib.request.urlopen(url, timeout=2)
-            break
-        except OSError:
-            if process.poll() is not None or time.time() > deadline:
+            while True:
+                try:
+                    urllib.request.urlopen(url, timeout=2)
+                    break
+                except OSError:
+                    if process.poll() is not None or time.time() > deadline:
+                        raise RuntimeError(f"the app did not start; see {log_path}") from None
+                    time.sleep(0.5)
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
                 process.kill()
-                raise RuntimeError(f"the app did not start; see {log.name}") from None
-            time.sleep(0.5)
-    yield url
-    process.terminate()
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-    log.close()
+
+
+@pytest.fixture(scope="session")
+def app_server(cpu_artifacts, tmp_path_factory):
+    """The app over the tiny int4/fp16 artifacts."""
+    log = tmp_path_factory.mktemp("app") / "server.log"
+    with running_app(["--artifacts", str(cpu_artifacts)], log, HF_HUB_OFFLINE="1") as url:
+        yield url
+
+
+# ----------------------------------------------------------------------------- a published-layout repo
+
+
+def make_causal(path: Path) -> None:
+    """Drop ``causal=0``: the graph becomes the builder's own, causal, output."""
+    import onnx
+
+    model = onnx.load(str(path))
+    for node in model.graph.node:
+        kept = [a for a in node.attribute if a.name != "causal"]
+        del node.attribute[:]
+        node.attribute.extend(kept)
+    path.with_name(path.name + ".data").unlink()
+    onnx.save_model(model, str(path), save_as_external_data=True, location=path.name + ".data")
+
+
+def is_causal(path: Path) -> bool:
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    return not any(a.name == "causal" for n in model.graph.node for a in n.attribute)
+
+
+@pytest.fixture(scope="session")
+def published(cpu_artifacts, fp32_artifacts, tmp_path_factory) -> Path:
+    """A tiny repo in the published layout: no manifest, causal LLMs, and in ``int4/`` the fp32
+    builder output (so that, repaired, it must give exactly our fp32 build's codes)."""
+    folder = tmp_path_factory.mktemp("published") / "repo"
+    shutil.copytree(cpu_artifacts, folder)
+    shutil.rmtree(folder / "int4")
+    shutil.copytree(fp32_artifacts / "fp32", folder / "int4")
+    (folder / "omnivoice_manifest.json").unlink()
+    for llm in (folder / "llm_decoder.onnx", folder / "int4" / "llm_decoder.onnx"):
+        make_causal(llm)
+        assert is_causal(llm)
+    return folder
+
+

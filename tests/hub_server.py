@@ -21,7 +21,7 @@ LFS_THRESHOLD = 10_000  # files at least this big are served as LFS files, as th
 
 
 class HubServer:
-    def __init__(self, folder: Path, repo_id: str):
+    def __init__(self, folder: Path, repo_id: str, port: int = 0):
         self.folder = Path(folder)
         self.repo_id = repo_id
         self.missing: set[str] = set()
@@ -29,7 +29,7 @@ class HubServer:
         self.requests: list[tuple[str, str]] = []  # (method, path) of every resolve request
         self._index = self._build_index()
         handler = type("Handler", (_Handler,), {"hub": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     @property

@@ -16,11 +16,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import onnx
 import pytest
 
 from omnivoice_build.equivalence import GREEDY
 from omnivoice_rt.model import OmniVoiceONNX
+from tests.conftest import is_causal
 from tests.hub_server import HubServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,35 +39,6 @@ except ArtifactError as exc:
 speech = voice.generate(sys.argv[2], position_temperature=0.0, class_temperature=0.0)
 print(json.dumps({"root": str(voice.root), "repaired": str(voice.repaired_llm), "codes": speech.codes[0].tolist()}))
 """
-
-
-def make_causal(path: Path) -> None:
-    """Drop ``causal=0``: the graph becomes the builder's own, causal, output."""
-    model = onnx.load(str(path))
-    for node in model.graph.node:
-        kept = [a for a in node.attribute if a.name != "causal"]
-        del node.attribute[:]
-        node.attribute.extend(kept)
-    path.with_name(path.name + ".data").unlink()
-    onnx.save_model(model, str(path), save_as_external_data=True, location=path.name + ".data")
-
-
-def is_causal(path: Path) -> bool:
-    model = onnx.load(str(path), load_external_data=False)
-    return not any(a.name == "causal" for n in model.graph.node for a in n.attribute)
-
-
-@pytest.fixture(scope="module")
-def published(cpu_artifacts, fp32_artifacts, tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("published") / "repo"
-    shutil.copytree(cpu_artifacts, folder)
-    shutil.rmtree(folder / "int4")
-    shutil.copytree(fp32_artifacts / "fp32", folder / "int4")
-    (folder / "omnivoice_manifest.json").unlink()
-    for llm in (folder / "llm_decoder.onnx", folder / "int4" / "llm_decoder.onnx"):
-        make_causal(llm)
-        assert is_causal(llm)
-    return folder
 
 
 @pytest.fixture
