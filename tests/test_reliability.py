@@ -157,3 +157,10 @@ def test_a_broken_artifact_is_reported_and_the_app_recovers(cpu_artifacts, tmp_p
     (tmp_path / "aside.data").rename(moved)
     assert voices.get("fp16").precision == "fp16"
     assert voices.get("int4").generate("Still fine.", num_step=4, seed=0).seconds > 0
+
+
+def test_uploads_are_size_limited(client, tmp_path):
+    big = tmp_path / "big.wav"
+    sf.write(big, np.zeros(24000 * 300, np.float32), 24000, subtype="FLOAT")  # 28.8 MB, over the 20 MB limit
+    with pytest.raises(Exception, match="(?i)size|large|413"):
+        client.predict("Hi.", handle_file(str(big)), "Hi.", None, "Auto", "int4", **FIXED, api_name="/clone")
