@@ -84,16 +84,42 @@ class Voices:
             return self.loaded[precision]
 
     def describe(self, precision: str) -> str:
+        """What the precision is made of, and whether it is loaded, on disk, or still to download."""
+        title = f"**{PRECISIONS.get(precision, precision)}**."
         voice = self.loaded.get(precision)
-        if voice is None:
-            return f"**{PRECISIONS.get(precision, precision)}**. Not loaded yet: the first synthesis loads (and if needed downloads) it."
-        files = {}
-        for graph, spec in voice.manifest["profiles"][precision]["graphs"].items():
-            path = voice.root / spec["file"]
-            files[graph] = sum(p.stat().st_size for p in (path, path.with_name(path.name + ".data")) if p.exists())
-        size = sum(files.values()) / 1e6
-        repaired = " The LLM was repaired to attend bidirectionally." if voice.repaired_llm else ""
-        return f"**{PRECISIONS[precision]}**. Loaded from `{voice.root}`, {size:.0f} MB on disk.{repaired}"
+        if voice is not None:
+            size = graphs_size(voice.root, voice.manifest["profiles"][precision]["graphs"])
+            repaired = " The LLM was repaired to attend bidirectionally." if voice.repaired_llm else ""
+            return f"{title} Loaded from `{voice.root}`, {size / 1e6:.0f} MB on disk.{repaired}"
+        return f"{title} {availability(self.config.source, precision)} The first synthesis with it loads it."
+
+
+def graphs_size(root: Path, graphs: dict) -> int:
+    """Bytes of the given graphs and their external weights."""
+    paths = [root / spec["file"] for spec in graphs.values()]
+    return sum(p.stat().st_size for path in paths for p in (path, path.with_name(path.name + ".data")) if p.exists())
+
+
+def availability(source: str | None, precision: str) -> str:
+    """Whether a not-yet-loaded precision is on disk, or must be downloaded first."""
+    from omnivoice_rt.hub import DEFAULT_REPO
+    from omnivoice_rt.manifest import PROFILE_DIRS, load_manifest
+
+    if source and Path(source).is_dir():
+        try:
+            profile = load_manifest(source)["profiles"].get(precision)
+        except ArtifactError:
+            profile = None
+        if profile is None:
+            return f"This artifact folder has no {precision} profile."
+        return f"On disk: {graphs_size(Path(source), profile['graphs']) / 1e6:.0f} MB."
+    from huggingface_hub import try_to_load_from_cache
+
+    repo = source or os.environ.get("OMNIVOICE_REPO") or DEFAULT_REPO
+    folder = PROFILE_DIRS.get(precision, precision)
+    name = "llm_decoder.onnx.data" if folder == "." else f"{folder}/llm_decoder.onnx.data"
+    cached = try_to_load_from_cache(repo, name)
+    return "Downloaded." if isinstance(cached, str) else f"Not downloaded yet from {repo}."
 
 
 # ----------------------------------------------------------------------------- helpers
