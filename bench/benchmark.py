@@ -207,18 +207,20 @@ def main(argv=None) -> int:
 
     memory = probe(args.artifacts, "int4")
     print(f"\nint4 in a fresh process: load {memory['load_s']:.2f} s, peak resident memory {memory['peak_rss_mb']:.0f} MB")
-    int4 = manifest["profiles"]["int4"]
-    best = matmul_throughput(4, int4.get("llm_block_size") or 32)
-    first_case = "auto" if "auto" in results else next(iter(results))
-    runs = results[first_case].get("int4") or next(iter(v for k, v in results[first_case].items() if k != "pytorch"))
-    tokens = statistics.median(r["frames"] for r in runs) * 2 + 30  # cond (prompt + target) and uncond rows
-    gop_step = llm_gop_per_token(manifest) * tokens
-    achieved = gop_step * statistics.median(r["steps"] / r["llm"] for r in runs)
-    print(f"roofline ({first_case}): the LLM does {gop_step:.0f} GOP per step; it ran at {achieved:.0f} GOP/s, the best int4 "
-          f"MatMulNBits here (block {int4.get('llm_block_size')}, accuracy level 4) is {best:.0f} GOP/s "
-          f"({100 * achieved / best:.0f}%)")  # fmt: skip
+    rtf_auto = 0.0
+    if "auto" in results and "int4" in results["auto"]:  # one chunk, so the token count below is exact
+        int4 = manifest["profiles"]["int4"]
+        best = matmul_throughput(4, int4.get("llm_block_size") or 32)
+        runs = results["auto"]["int4"]
+        rtf_auto = statistics.median(r["rtf"] for r in runs)
+        tokens = statistics.median(r["frames"] for r in runs) * 2 + 30  # cond (prompt + target) and uncond rows
+        gop_step = llm_gop_per_token(manifest) * tokens
+        achieved = gop_step * statistics.median(r["steps"] / r["llm"] for r in runs)
+        print(f"roofline: the LLM does {gop_step:.0f} GOP per step; it ran at {achieved:.0f} GOP/s, the best int4 "
+              f"MatMulNBits here (block {int4.get('llm_block_size')}, accuracy level 4) is {best:.0f} GOP/s "
+              f"({100 * achieved / best:.0f}%)")  # fmt: skip
     print(f"speedup_auto={speedups.get(('auto', 'int4'), 0):.2f} speedup_clone={speedups.get(('clone', 'int4'), 0):.2f} "
-          f"rtf_int4_auto={statistics.median(r['rtf'] for r in runs):.2f} peak_rss_mb={memory['peak_rss_mb']:.0f} "
+          f"rtf_int4_auto={rtf_auto:.2f} peak_rss_mb={memory['peak_rss_mb']:.0f} "
           f"load_s={memory['load_s']:.2f}")  # fmt: skip
     return 0
 

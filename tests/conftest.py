@@ -42,9 +42,10 @@ def fp32_artifacts(tiny_checkpoint, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def cpu_artifacts(tiny_checkpoint, tmp_path_factory) -> Path:
-    """The published layout: cpu (int4/) and cpu_fp16 (root) profiles and an fp16 codec."""
+    """The published layout: cpu (int4/) and cpu_fp16 (root) profiles and an fp16 codec, plus int8/."""
     out = tmp_path_factory.mktemp("artifacts_cpu")
     build(tiny_checkpoint, out, "--device", "cpu")
+    build(tiny_checkpoint, out, "--device", "cpu_int8")
     return build(tiny_checkpoint, out, "--device", "cpu_fp16", "--include-higgs")
 
 

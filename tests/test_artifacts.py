@@ -54,7 +54,8 @@ def test_manifest_lists_every_file_with_size_and_hash(cpu_artifacts):
 def test_manifest_describes_model_and_graphs(cpu_artifacts):
     manifest = read_manifest(cpu_artifacts)
     assert manifest["attention"] == "bidirectional"
-    assert set(manifest["profiles"]) == {"int4", "fp16"}
+    assert set(manifest["profiles"]) == {"int4", "fp16", "int8"}
+    assert manifest["profiles"]["int8"]["llm_block_size"] == 128
     model = manifest["model"]
     assert (model["num_audio_codebook"], model["audio_vocab_size"], model["audio_mask_id"]) == (8, 1025, 1024)
     assert (model["sample_rate"], model["hop_length"], model["frame_rate"]) == (24000, 960, 25)

@@ -8,7 +8,8 @@ int4 and fp16 against fp32, greedy, three texts (measured on this fixture): shar
 0.57 (int4) and 0.67 (fp16) over all codebooks, 0.99 and 0.96 on the first codebook. Errors in
 one step change the context of the next ones, and the tiny model's rows of 128 weights are the
 worst case for block-wise int4, so the lower codebooks drift; asserted >= 0.4 overall and >= 0.85
-on the first codebook (chance would be 1/1024).
+on the first codebook (chance would be 1/1024). int8 (block 128) keeps 0.91 of all codes and every
+first-codebook code; asserted >= 0.8 overall.
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ def test_metadata_describes_the_result(fp32_voice):
     assert meta["rtf"] > 0 and meta["timings"]["total"] >= meta["timings"]["unmask"]
 
 
-@pytest.mark.parametrize("precision", ["int4", "fp16"])
-def test_low_precision_agrees_with_fp32(precision, cpu_artifacts, fp32_voice):
+@pytest.mark.parametrize("precision,overall_min", [("int4", 0.4), ("fp16", 0.4), ("int8", 0.8)])
+def test_low_precision_agrees_with_fp32(precision, overall_min, cpu_artifacts, fp32_voice):
     voice = OmniVoiceONNX.load(cpu_artifacts, precision)
     overall, first = [], []
     for text in ["Hello world, this is a test.", "The quick brown fox jumps over the lazy dog.", "你好，世界。今天天气很好。"]:
@@ -81,7 +82,7 @@ def test_low_precision_agrees_with_fp32(precision, cpu_artifacts, fp32_voice):
         codes = voice.generate(text, **GREEDY).codes[0]
         overall.append((codes == reference).mean())
         first.append((codes[0] == reference[0]).mean())
-    assert np.mean(overall) >= 0.4 and np.mean(first) >= 0.85, (overall, first)
+    assert np.mean(overall) >= overall_min and np.mean(first) >= 0.85, (overall, first)
 
 
 def test_voice_prompt_file_reproduces_the_reference(fp32_voice, reference_wav, tmp_path):
