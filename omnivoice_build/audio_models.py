@@ -18,10 +18,10 @@ import torch
 from safetensors import safe_open
 from torch import nn
 
-ENCODER_INPUTS = ["input_ids", "audio_mask"]
-ENCODER_OUTPUTS = ["inputs_embeds"]
-HEADS_INPUTS = ["hidden_states"]
-HEADS_OUTPUTS = ["logits"]
+from omnivoice_rt.manifest import EXPECTED_IO  # the names the runtime feeds and reads
+
+ENCODER_INPUTS, ENCODER_OUTPUTS = EXPECTED_IO["audio_embeddings_encoder"]
+HEADS_INPUTS, HEADS_OUTPUTS = EXPECTED_IO["audio_heads_decoder"]
 
 
 def read_config(checkpoint: str | Path) -> dict:

@@ -27,14 +27,12 @@ import torch.nn.functional as F
 import torchaudio
 from torch import nn
 
+from omnivoice_rt.manifest import EXPECTED_IO, HIGGS_GRAPHS
+
 logger = logging.getLogger(__name__)
 
-GRAPHS = {
-    "acoustic_encoder": (["waveform"], ["acoustic_features"]),
-    "semantic_encoder": (["waveform"], ["semantic_features"]),
-    "quantizer_encoder": (["acoustic_features", "semantic_features"], ["audio_codes"]),
-    "higgs_decoder": (["audio_codes"], ["waveform"]),
-}
+# Each graph's (inputs, outputs): the names the runtime feeds and reads.
+GRAPHS = {name: EXPECTED_IO[name] for name in HIGGS_GRAPHS}
 FP32_ONLY = {"quantizer_encoder"}
 
 
