@@ -69,6 +69,20 @@ def make_bidirectional(src: str | Path, dst: str | Path) -> int:
     return changed
 
 
+def declares_causal(path: str | Path) -> bool:
+    """Whether a GroupQueryAttention node of the graph attends causally (no ``causal=0``).
+
+    Reads the graph alone, not its weights; :func:`check_bidirectional` is the behavioural check."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    return any(
+        not any(a.name == "causal" and a.i == 0 for a in node.attribute)
+        for node in model.graph.node
+        if node.op_type == GQA
+    )
+
+
 def llm_feeds(session, inputs_embeds: np.ndarray, attention_mask: np.ndarray, head_dim: int) -> dict:
     """Feeds for one full forward: the embeddings, the mask, and empty past key/values."""
     feeds = {"inputs_embeds": inputs_embeds, "attention_mask": attention_mask}

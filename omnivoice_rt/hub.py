@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from omnivoice_rt.bidirectional import check_bidirectional, make_bidirectional
+from omnivoice_rt.bidirectional import check_bidirectional, declares_causal, make_bidirectional
 from omnivoice_rt.manifest import (
     DEVICE_OF_PRECISION,
     ArtifactError,
@@ -163,21 +163,15 @@ def _content_key(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def repaired_llm(folder: Path, precision: str, head_dim: int) -> Path | None:
-    """None when the folder's LLM is bidirectional; otherwise the path of a repaired copy."""
+def repaired_llm(folder: Path, manifest: dict, precision: str) -> Path | None:
+    """None when the folder's LLM does not declare causal attention; otherwise a repaired copy.
+
+    ``load_sessions`` then checks whichever graph is loaded for bidirectionality."""
     import onnxruntime as ort
 
-    manifest = load_manifest(folder)
     original = safe_join(folder, manifest["profiles"][precision]["graphs"]["llm_decoder"]["file"])
-    if precision == "cuda":
-        return None  # checked where a GPU runs it
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    try:
-        check_bidirectional(ort.InferenceSession(str(original), options, providers=["CPUExecutionProvider"]), head_dim)
+    if not declares_causal(original):
         return None
-    except ValueError:
-        pass
     storage = next((p for p in original.parents if p.name.startswith("models--")), folder)  # the repo's cache folder
     target_dir = storage / "omnivoice_repaired" / f"{precision}-{_content_key(original)}"
     target = target_dir / "llm_decoder.onnx"
@@ -187,8 +181,11 @@ def repaired_llm(folder: Path, precision: str, head_dim: int) -> Path | None:
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
         make_bidirectional(original, staging / "llm_decoder.onnx")
-        session = ort.InferenceSession(str(staging / "llm_decoder.onnx"), options, providers=["CPUExecutionProvider"])
-        check_bidirectional(session, head_dim)
+        if precision != "cuda":  # a CUDA graph is checked where a GPU runs it
+            options = ort.SessionOptions()
+            options.log_severity_level = 3
+            session = ort.InferenceSession(str(staging / "llm_decoder.onnx"), options, providers=["CPUExecutionProvider"])
+            check_bidirectional(session, int(manifest["model"]["head_dim"]))
         shutil.rmtree(target_dir, ignore_errors=True)
         staging.rename(target_dir)
     return target
@@ -237,6 +234,5 @@ def resolve_artifacts(source: str | Path | None, precision: str, progress: Progr
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo_id):
         raise ArtifactError(f"{repo_id} is neither an artifact folder nor a Hub repository id (owner/name)")
     folder = fetch(repo_id, precision, revision, progress)
-    head_dim = int(load_manifest(folder)["model"]["head_dim"])
-    repaired = repaired_llm(folder, precision, head_dim)
+    repaired = repaired_llm(folder, load_manifest(folder), precision)
     return folder, ({"llm_decoder": repaired} if repaired else {})
