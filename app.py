@@ -24,7 +24,8 @@ from pathlib import Path
 import gradio as gr
 import numpy as np
 
-from omnivoice_rt.manifest import ArtifactError
+from omnivoice_rt.hub import DEFAULT_REPO
+from omnivoice_rt.manifest import PROFILE_DIRS, ArtifactError, load_manifest
 from omnivoice_rt.model import OmniVoiceONNX, Speech
 from omnivoice_rt.text import (
     INSTRUCT_EXCLUSIVE,
@@ -102,9 +103,6 @@ def graphs_size(root: Path, graphs: dict) -> int:
 
 def availability(source: str | None, precision: str) -> str:
     """Whether a not-yet-loaded precision is on disk, or must be downloaded first."""
-    from omnivoice_rt.hub import DEFAULT_REPO
-    from omnivoice_rt.manifest import PROFILE_DIRS, load_manifest
-
     if source and Path(source).is_dir():
         try:
             profile = load_manifest(source)["profiles"].get(precision)
