@@ -18,10 +18,11 @@ import torch
 from safetensors import safe_open
 from torch import nn
 
-from omnivoice_rt.manifest import EXPECTED_IO  # the names the runtime feeds and reads
+from omnivoice_rt.signatures import published  # the names the runtime feeds and reads
 
-ENCODER_INPUTS, ENCODER_OUTPUTS = EXPECTED_IO["audio_embeddings_encoder"]
-HEADS_INPUTS, HEADS_OUTPUTS = EXPECTED_IO["audio_heads_decoder"]
+_ENCODER, _HEADS = published("audio_embeddings_encoder"), published("audio_heads_decoder")
+ENCODER_INPUTS, ENCODER_OUTPUTS = list(_ENCODER.inputs), list(_ENCODER.outputs)
+HEADS_INPUTS, HEADS_OUTPUTS = list(_HEADS.inputs), list(_HEADS.outputs)
 
 
 def read_config(checkpoint: str | Path) -> dict:

@@ -1,19 +1,21 @@
-"""The Higgs Audio V2 tokenizer (OmniVoice's codec) as four ONNX graphs.
+"""The Higgs Audio V2 tokenizer (OmniVoice's codec) as four ONNX graphs, in the published contract.
 
-Upstream's ``HiggsAudioV2TokenizerModel.encode`` / ``.decode`` split into:
+Upstream's ``HiggsAudioV2TokenizerModel.encode`` / ``.decode`` split into the graphs and names of
+onnx-community/OmniVoice-Onnx (DESIGN.md section 2), so that a folder we build is a drop-in
+replacement for the published one:
 
-    acoustic_encoder    waveform (B,1,N) 24 kHz           -> acoustic_features (B,Ha,T)   DAC encoder
-    semantic_encoder    waveform (B,1,N) 24 kHz           -> semantic_features (B,Hs,T)   resample to
-                                                             16 kHz, HuBERT, mean of all hidden states,
-                                                             every 2nd frame, semantic encoder
-    quantizer_encoder   acoustic_features, semantic_features -> audio_codes (B,8,T) int64  fc + RVQ
-    higgs_decoder       audio_codes (B,8,T)               -> waveform (B,1,N)             RVQ decode,
-                                                             fc2, DAC decoder
+    acoustic_encoder    waveform_24k (B,1,N)                 -> acoustic_features (B,Ha,T)  DAC encoder
+    semantic_encoder    waveform_16k (B,N), resampled from    -> semantic_features (B,Hs,T)  HuBERT with
+                        24 kHz by the runtime                                               (160,160) pad, mean
+                                                                                            of all hidden states,
+                                                                                            every 2nd frame
+    quantizer_encoder   acoustic_features, semantic_features  -> codes (8,B,T) int64         fc + RVQ
+    higgs_decoder       codes (8,B,T)                         -> waveform_24k (B,1,N)        RVQ decode, fc2, DAC
 
 N must be a multiple of the hop (960 samples); the runtime trims references to it, as upstream
-does. The 24 -> 16 kHz resampling is torchaudio's own kernel, traced into ``semantic_encoder``,
-so the codes equal upstream's. ``quantizer_encoder`` stays fp32 in every precision: its argmin over
-codebook distances is where half precision would flip codes.
+does, and resamples to 16 kHz with torchaudio's kernel in numpy, so the codes equal upstream's.
+``quantizer_encoder`` stays fp32 in every precision: its argmin over codebook distances is where
+half precision would flip codes.
 """
 
 from __future__ import annotations
@@ -27,12 +29,19 @@ import torch.nn.functional as F
 import torchaudio
 from torch import nn
 
-from omnivoice_rt.manifest import EXPECTED_IO, HIGGS_GRAPHS
+from omnivoice_rt.signatures import CODEC_ROLES, published
 
 logger = logging.getLogger(__name__)
 
-# Each graph's (inputs, outputs): the names the runtime feeds and reads.
-GRAPHS = {name: EXPECTED_IO[name] for name in HIGGS_GRAPHS}
+# Each graph's (inputs, outputs): the published names, which the runtime binds by.
+GRAPHS = {name: (list(published(name).inputs), list(published(name).outputs)) for name in CODEC_ROLES}
+# The dynamic axes of each graph's inputs then outputs, in the order of GRAPHS.
+_AXES = {
+    "acoustic_encoder": [{0: "batch_size", 2: "samples"}, {0: "batch_size", 2: "frames"}],
+    "semantic_encoder": [{0: "batch_size", 1: "samples"}, {0: "batch_size", 2: "frames"}],
+    "quantizer_encoder": [{0: "batch_size", 2: "frames"}, {0: "batch_size", 2: "frames"}, {1: "batch_size", 2: "frames"}],
+    "higgs_decoder": [{1: "batch_size", 2: "frames"}, {0: "batch_size", 2: "samples"}],
+}
 FP32_ONLY = {"quantizer_encoder"}
 
 
@@ -49,15 +58,11 @@ class SemanticEncoder(nn.Module):
     def __init__(self, higgs):
         super().__init__()
         self.higgs = higgs
-        self.sample_rate = higgs.config.sample_rate
-        self.semantic_rate = higgs.config.semantic_sample_rate
 
-    def forward(self, waveform):
-        # HiggsAudioV2TokenizerModel._extract_semantic_features, then encoder_semantic.
+    def forward(self, waveform_16k):
+        # HiggsAudioV2TokenizerModel._extract_semantic_features after its resampling, then encoder_semantic.
         higgs = self.higgs
-        if self.sample_rate != self.semantic_rate:
-            waveform = torchaudio.functional.resample(waveform, self.sample_rate, self.semantic_rate)
-        audio = F.pad(waveform[:, 0, :], (160, 160))
+        audio = F.pad(waveform_16k, (160, 160))
         hidden = higgs.semantic_model(audio, output_hidden_states=True).hidden_states
         features = torch.stack(hidden, dim=1).mean(dim=1)
         step = higgs.config.semantic_downsample_factor
@@ -74,8 +79,7 @@ class QuantizerEncoder(nn.Module):
     def forward(self, acoustic_features, semantic_features):
         embeddings = torch.cat([acoustic_features, semantic_features], dim=1)
         embeddings = self.higgs.fc(embeddings.transpose(1, 2)).transpose(1, 2)
-        codes = self.higgs.quantizer.encode(embeddings, self.higgs.config.target_bandwidths[-1])
-        return codes.transpose(0, 1)
+        return self.higgs.quantizer.encode(embeddings, self.higgs.config.target_bandwidths[-1])  # (8, B, T)
 
 
 class HiggsDecoder(nn.Module):
@@ -83,8 +87,8 @@ class HiggsDecoder(nn.Module):
         super().__init__()
         self.higgs = higgs
 
-    def forward(self, audio_codes):
-        return self.higgs.decode(audio_codes, return_dict=False)
+    def forward(self, codes):
+        return self.higgs.decode(codes.transpose(0, 1), return_dict=False)
 
 
 MODULES = {
@@ -106,11 +110,14 @@ def load_higgs(audio_tokenizer_dir: str | Path):
 def _dummy_inputs(higgs, name: str) -> tuple:
     frames = 10
     wav = torch.randn(1, 1, frames * higgs.config.hop_length) * 0.1
-    if name in ("acoustic_encoder", "semantic_encoder"):
+    wav_16k = torchaudio.functional.resample(wav[:, 0], higgs.config.sample_rate, higgs.config.semantic_sample_rate)
+    if name == "acoustic_encoder":
         return (wav,)
+    if name == "semantic_encoder":
+        return (wav_16k,)
     with torch.no_grad():
         acoustic = higgs.acoustic_encoder(wav)
-        semantic = MODULES["semantic_encoder"](higgs)(wav)
+        semantic = MODULES["semantic_encoder"](higgs)(wav_16k)
     if name == "quantizer_encoder":
         return (acoustic, semantic)
     return (MODULES["quantizer_encoder"](higgs)(acoustic, semantic),)
@@ -118,10 +125,7 @@ def _dummy_inputs(higgs, name: str) -> tuple:
 
 def _dynamic_axes(name: str) -> dict:
     inputs, outputs = GRAPHS[name]
-    axes = {}
-    for tensor in inputs + outputs:
-        axes[tensor] = {0: "batch_size", 2: "samples" if tensor == "waveform" else "frames"}
-    return axes
+    return dict(zip(inputs + outputs, _AXES[name], strict=True))
 
 
 def export_graph(higgs, name: str, path: Path) -> None:

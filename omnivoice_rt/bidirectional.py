@@ -84,11 +84,14 @@ def declares_causal(path: str | Path) -> bool:
 
 
 def llm_feeds(session, inputs_embeds: np.ndarray, attention_mask: np.ndarray, head_dim: int) -> dict:
-    """Feeds for one full forward: the embeddings, the mask, and empty past key/values."""
+    """Feeds for one full forward: the embeddings, the mask, positions 0..S-1 where the graph
+    takes ``position_ids``, and an empty cache for every input whose name contains "past"."""
     feeds = {"inputs_embeds": inputs_embeds, "attention_mask": attention_mask}
-    batch = inputs_embeds.shape[0]
+    batch, seq = inputs_embeds.shape[:2]
     for arg in session.get_inputs():
-        if arg.name.startswith("past_key_values"):
+        if arg.name == "position_ids":
+            feeds[arg.name] = np.broadcast_to(np.arange(seq, dtype=np.int64), (batch, seq)).copy()
+        elif "past" in arg.name:
             kv_heads = arg.shape[1]
             dtype = np.float16 if "float16" in arg.type else np.float32
             feeds[arg.name] = np.zeros((batch, kv_heads, 0, head_dim), dtype=dtype)

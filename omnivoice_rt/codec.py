@@ -1,6 +1,14 @@
 """The Higgs Audio V2 codec from its four ONNX graphs: 24 kHz audio <-> (8, frames) codes.
 
-Encoding needs a length that is a multiple of the hop (960 samples, one 25 Hz frame); callers
+Each graph is fed by the names and shapes of the signature it was bound by
+(:mod:`omnivoice_rt.signatures`): a waveform input gets the rank its graph declares, a semantic
+encoder that asks for ``waveform_16k`` gets the audio resampled to 16 kHz here (with torchaudio's
+kernel, so the codes equal upstream's), the two feature streams are cut to the shorter one, and
+codes are laid out as (C,1,T) or (1,C,T).
+
+On load the decoder turns two frames into audio once: that measures the hop (samples per frame)
+from the graph itself, not from any manifest, and refuses a decoder that gives NaN (reported for
+the published fp16 one on arm64). Encoding needs a length that is a multiple of the hop; callers
 trim to it, as upstream does for references.
 """
 
@@ -8,30 +16,53 @@ from __future__ import annotations
 
 import numpy as np
 
+from omnivoice_rt.audio import resample
+from omnivoice_rt.errors import ArtifactError
+
+SAMPLE_RATE = 24000
+
 
 class Codec:
-    def __init__(self, sessions: dict, hop_length: int = 960, sample_rate: int = 24000):
-        missing = [n for n in ("acoustic_encoder", "semantic_encoder", "quantizer_encoder", "higgs_decoder") if n not in sessions]
-        if missing:
-            raise ValueError(
-                f"the artifact folder has no codec graphs {missing}; build them with "
-                "`python build_artifacts.py --include-higgs` or download the audio_tokenizer/ folder"
-            )
-        self.sessions = sessions
-        self.hop_length = hop_length
+    def __init__(self, graphs: dict, num_codebooks: int = 8, sample_rate: int = SAMPLE_RATE):
+        self.graphs = graphs
         self.sample_rate = sample_rate
+        self.num_codebooks = num_codebooks
+        probe = self.decode(np.zeros((self.num_codebooks, 2), dtype=np.int64))
+        if not np.all(np.isfinite(probe)):
+            raise ArtifactError(f"{graphs['higgs_decoder'].path} decodes to NaN or infinite samples on this machine")
+        if probe.shape[-1] % 2 or probe.shape[-1] == 0:
+            raise ArtifactError(f"{graphs['higgs_decoder'].path} turned 2 frames into {probe.shape[-1]} samples")
+        self.hop_length = probe.shape[-1] // 2
+
+    @property
+    def frame_rate(self) -> float:
+        return self.sample_rate / self.hop_length
+
+    def _waveform(self, role: str, waveform: np.ndarray) -> dict:
+        """``{input name: waveform}`` at the rate and rank the role's graph asks for."""
+        graph = self.graphs[role]
+        name = graph.signature.inputs[0]
+        if graph.signature.sample_rate != self.sample_rate:
+            waveform = resample(waveform, self.sample_rate, graph.signature.sample_rate)
+        rank = len(graph.input(name).shape)
+        return {name: np.ascontiguousarray(waveform.reshape((1,) * (rank - 1) + (-1,)), dtype=np.float32)}
 
     def encode(self, waveform: np.ndarray) -> np.ndarray:
         """(1, N) float32 at 24 kHz, N a multiple of the hop -> (C, N / hop) int64 codes."""
         if waveform.shape[-1] % self.hop_length or waveform.shape[-1] == 0:
             raise ValueError(f"codec input must be a non-zero multiple of {self.hop_length} samples")
-        wav = np.ascontiguousarray(waveform.reshape(1, 1, -1), dtype=np.float32)
-        acoustic = self.sessions["acoustic_encoder"].run(None, {"waveform": wav})[0]
-        semantic = self.sessions["semantic_encoder"].run(None, {"waveform": wav})[0]
-        feeds = {"acoustic_features": acoustic, "semantic_features": semantic}
-        return self.sessions["quantizer_encoder"].run(None, feeds)[0][0]
+        acoustic = self.graphs["acoustic_encoder"].run(None, self._waveform("acoustic_encoder", waveform))[0]
+        semantic = self.graphs["semantic_encoder"].run(None, self._waveform("semantic_encoder", waveform))[0]
+        frames = min(acoustic.shape[-1], semantic.shape[-1])
+        quantizer = self.graphs["quantizer_encoder"]
+        feeds = dict(zip(quantizer.signature.inputs, (acoustic[..., :frames], semantic[..., :frames]), strict=True))
+        codes = quantizer.run(None, feeds)[0]
+        return codes[:, 0] if quantizer.signature.codes_layout == "CBT" else codes[0]
 
     def decode(self, codes: np.ndarray) -> np.ndarray:
         """(C, T) codes -> (1, T * hop) float32 waveform at 24 kHz."""
-        codes = np.ascontiguousarray(codes[None], dtype=np.int64)
-        return self.sessions["higgs_decoder"].run(None, {"audio_codes": codes})[0][0].astype(np.float32)
+        decoder = self.graphs["higgs_decoder"]
+        codes = np.asarray(codes, dtype=np.int64)
+        codes = codes[:, None] if decoder.signature.codes_layout == "CBT" else codes[None]
+        out = decoder.run(None, {decoder.signature.inputs[0]: np.ascontiguousarray(codes)})[0]
+        return out.reshape(1, -1).astype(np.float32)

@@ -8,8 +8,9 @@
   needs. ``HF_HUB_OFFLINE=1`` uses the cache alone. Files the manifest lists are checked against
   their size and sha256, and fetched again once if they differ;
 - the published LLM attends causally; it is repaired (``causal=0`` on each GroupQueryAttention
-  node) into a copy next to the download, keyed by the original's content, so the original is
-  untouched, the copy is reused on the next start and rebuilt when the original changes;
+  node) into a copy next to the download (for a local folder: under ``$HF_HOME/omnivoice_repaired``),
+  keyed by the original's content, so the original is untouched, the copy is reused on the next
+  start, and a changed original gets a new copy that replaces the old one;
 - with ``$OMNIVOICE_BUILD_FROM`` naming a checkpoint (folder or Hub id), the artifacts are built
   locally with ``build_artifacts.py`` instead, when the build requirements are installed.
 """
@@ -29,6 +30,8 @@ from pathlib import Path
 
 from omnivoice_rt.bidirectional import check_bidirectional, declares_causal, make_bidirectional
 from omnivoice_rt.manifest import (
+    CODEC_DIR,
+    CODEC_VARIANTS,
     DEVICE_OF_PRECISION,
     ArtifactError,
     load_manifest,
@@ -36,6 +39,7 @@ from omnivoice_rt.manifest import (
     safe_join,
     verify_files,
 )
+from omnivoice_rt.sessions import require_cuda
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +62,11 @@ def allow_patterns(precision: str) -> list[str]:
     if precision not in PRECISION_FILES:
         raise ValueError(f"unknown precision {precision!r}; use one of {sorted(PRECISION_FILES)}")
     return PRECISION_FILES[precision] + SHARED_FILES
+
+
+def ignore_patterns(precision: str) -> list[str]:
+    """Codec variants (``audio_tokenizer/fp16/``) that ``precision`` never tries."""
+    return [f"{CODEC_DIR}/{name}/*" for name, users in CODEC_VARIANTS.items() if precision not in users]
 
 
 def _progress_class(progress: Progress | None, repo_id: str):
@@ -128,7 +137,7 @@ def fetch(repo_id: str, precision: str, revision: str | None = None, progress: P
     tqdm_class = _progress_class(progress, repo_id)
     try:
         folder = Path(snapshot_download(repo_id, revision=revision, allow_patterns=allow_patterns(precision),
-                                        tqdm_class=tqdm_class))  # fmt: skip
+                                        ignore_patterns=ignore_patterns(precision), tqdm_class=tqdm_class))  # fmt: skip
     except Exception as exc:  # huggingface_hub and httpx raise many kinds
         _clean_incomplete(repo_id)
         raise ArtifactError(_explain(exc, repo_id, ENDPOINT)) from exc
@@ -163,31 +172,54 @@ def _content_key(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+def repair_storage(folder: Path) -> Path:
+    """Where the repaired copies of ``folder``'s LLMs live: beside the download in the HF cache, or,
+    for a local folder (never changed), under ``$HF_HOME/omnivoice_repaired/<folder's key>``."""
+    from huggingface_hub.constants import HF_HOME
+
+    cache_repo = next((p for p in folder.parents if p.name.startswith("models--")), None)
+    if cache_repo is not None:
+        return cache_repo / "omnivoice_repaired"
+    key = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:12]
+    return Path(HF_HOME) / "omnivoice_repaired" / f"{folder.name[:40]}-{key}"
+
+
 def repaired_llm(folder: Path, manifest: dict, precision: str) -> Path | None:
     """None when the folder's LLM does not declare causal attention; otherwise a repaired copy.
 
-    ``load_sessions`` then checks whichever graph is loaded for bidirectionality."""
+    ``load_graphs`` then checks whichever graph is loaded for bidirectionality."""
     import onnxruntime as ort
 
     original = safe_join(folder, manifest["profiles"][precision]["graphs"]["llm_decoder"]["file"])
     if not declares_causal(original):
         return None
-    storage = next((p for p in original.parents if p.name.startswith("models--")), folder)  # the repo's cache folder
-    target_dir = storage / "omnivoice_repaired" / f"{precision}-{_content_key(original)}"
+    storage = repair_storage(folder)
+    target_dir = storage / f"{precision}-{_content_key(original)}"
     target = target_dir / "llm_decoder.onnx"
     if not target.is_file():
         logger.info("repairing the causal LLM of %s into %s", folder, target_dir)
         staging = target_dir.with_name(target_dir.name + ".partial")
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        make_bidirectional(original, staging / "llm_decoder.onnx")
-        if precision != "cuda":  # a CUDA graph is checked where a GPU runs it
-            options = ort.SessionOptions()
-            options.log_severity_level = 3
-            session = ort.InferenceSession(str(staging / "llm_decoder.onnx"), options, providers=["CPUExecutionProvider"])
-            check_bidirectional(session, int(manifest["model"]["head_dim"]))
-        shutil.rmtree(target_dir, ignore_errors=True)
-        staging.rename(target_dir)
+        try:
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir(parents=True)
+            make_bidirectional(original, staging / "llm_decoder.onnx")
+            if precision != "cuda":  # a CUDA graph is checked where a GPU runs it
+                options = ort.SessionOptions()
+                options.log_severity_level = 3
+                session = ort.InferenceSession(str(staging / "llm_decoder.onnx"), options,
+                                               providers=["CPUExecutionProvider"])  # fmt: skip
+                check_bidirectional(session, int(manifest["model"]["head_dim"]))
+            shutil.rmtree(target_dir, ignore_errors=True)
+            staging.rename(target_dir)
+        except OSError as exc:
+            raise ArtifactError(f"cannot write the repaired LLM into {storage} ({exc.strerror or exc}); "
+                                "set HF_HOME to a writable folder") from exc  # fmt: skip
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)  # nothing half-written stays behind
+        for old in storage.glob(f"{precision}-*"):  # copies of an earlier original
+            if old != target_dir:
+                logger.info("removing %s, repaired from an earlier version of the LLM", old)
+                shutil.rmtree(old, ignore_errors=True)
     return target
 
 
@@ -225,14 +257,18 @@ def build_locally(checkpoint: str, precision: str, output: Path | None = None) -
 
 def resolve_artifacts(source: str | Path | None, precision: str, progress: Progress | None = None,
                       revision: str | None = None) -> tuple[Path, dict[str, Path]]:  # fmt: skip
-    """``(folder, overrides)`` for ``load_sessions``: see the module docstring."""
+    """``(folder, overrides)`` for ``load_graphs``: see the module docstring."""
+    require_cuda(precision)  # before any download
     if os.environ.get("OMNIVOICE_BUILD_FROM") and source is None:
         return build_locally(os.environ["OMNIVOICE_BUILD_FROM"], precision), {}
     if source is not None and Path(source).expanduser().is_dir():
-        return Path(source).expanduser(), {}
-    repo_id = str(source or os.environ.get("OMNIVOICE_REPO") or DEFAULT_REPO)
-    if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo_id):
-        raise ArtifactError(f"{repo_id} is neither an artifact folder nor a Hub repository id (owner/name)")
-    folder = fetch(repo_id, precision, revision, progress)
-    repaired = repaired_llm(folder, load_manifest(folder), precision)
+        folder = Path(source).expanduser()
+    else:
+        repo_id = str(source or os.environ.get("OMNIVOICE_REPO") or DEFAULT_REPO)
+        if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo_id):
+            raise ArtifactError(f"{repo_id} is neither an artifact folder nor a Hub repository id (owner/name)")
+        folder = fetch(repo_id, precision, revision, progress)
+    manifest = load_manifest(folder)
+    profile_files(manifest, precision)  # says which profiles the folder has when it lacks this one
+    repaired = repaired_llm(folder, manifest, precision)
     return folder, ({"llm_decoder": repaired} if repaired else {})

@@ -26,6 +26,10 @@ import json
 import logging
 from pathlib import Path, PurePosixPath
 
+from omnivoice_rt.errors import ArtifactError
+from omnivoice_rt.signatures import CODEC_ROLES, MAIN_ROLES
+
+__all__ = ["ArtifactError"]  # re-exported: callers import it from here too
 logger = logging.getLogger(__name__)
 
 MANIFEST_NAME = "omnivoice_manifest.json"
@@ -33,12 +37,6 @@ FORMAT_VERSION = 1
 
 # Precision name -> the profile's folder, relative to the artifact root (DESIGN.md section 2).
 PROFILE_DIRS = {"fp16": ".", "int4": "int4", "int8": "int8", "cuda": "cuda", "fp32": "fp32"}
-MAIN_GRAPHS = ("audio_embeddings_encoder", "llm_decoder", "audio_heads_decoder")
-HIGGS_GRAPHS = ("acoustic_encoder", "semantic_encoder", "quantizer_encoder", "higgs_decoder")
-
-
-class ArtifactError(ValueError):
-    """An artifact folder is missing, incomplete or corrupt; the message says how to fix it."""
 
 
 def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
@@ -81,36 +79,55 @@ def read_manifest(root: str | Path) -> dict:
     return manifest
 
 
-EXPECTED_IO = {
-    "audio_embeddings_encoder": (["input_ids", "audio_mask"], ["inputs_embeds"]),
-    "llm_decoder": (["inputs_embeds", "attention_mask"], ["hidden_states"]),
-    "audio_heads_decoder": (["hidden_states"], ["logits"]),
-    "acoustic_encoder": (["waveform"], ["acoustic_features"]),
-    "semantic_encoder": (["waveform"], ["semantic_features"]),
-    "quantizer_encoder": (["acoustic_features", "semantic_features"], ["audio_codes"]),
-    "higgs_decoder": (["audio_codes"], ["waveform"]),
-}
-# The model facts of DESIGN.md section 1, for folders without a manifest.
+# The model facts of DESIGN.md section 1, for folders without our manifest. The hop and frame
+# rate are measured from the codec when it loads (see codec.py), never read from a foreign file.
 DEFAULT_MODEL = {
     "num_audio_codebook": 8, "audio_vocab_size": 1025, "audio_mask_id": 1024,
     "audio_codebook_weights": [8, 8, 6, 6, 4, 4, 2, 2], "sample_rate": 24000, "hop_length": 960, "frame_rate": 25,
 }  # fmt: skip
+CODEC_DIR = "audio_tokenizer"
+# Codec variants in subfolders of audio_tokenizer/ (the published repo has fp16/), and the
+# precisions that try one before the main codec; a variant that fails to load is skipped.
+CODEC_VARIANTS = {"fp16": ("fp16", "cuda")}
 
 
-def describe_unlisted_folder(root: Path) -> dict:
-    """A manifest for a folder in the published layout that has none (onnx-community's repo):
-    profiles from the folders that hold the three graphs, the model from ``genai_config.json``.
-    Sizes and hashes are unknown, so ``files`` lists what is there without them."""
+def _graphs_in(root: Path, folder: str, roles) -> dict | None:
+    """``{role: {"file": ...}}`` when ``folder`` holds every role's graph, else None."""
+    prefix = "" if folder in (".", "") else folder + "/"
+    if all((root / f"{prefix}{role}.onnx").is_file() for role in roles):
+        return {role: {"file": f"{prefix}{role}.onnx"} for role in roles}
+    return None
+
+
+def _genai_model(path: Path) -> dict:
+    """The LLM's shape from onnxruntime-genai's ``genai_config.json``."""
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+        decoder = config["model"]["decoder"]
+        return {
+            "hidden_size": int(decoder["hidden_size"]), "head_dim": int(decoder["head_size"]),
+            "num_hidden_layers": int(decoder["num_hidden_layers"]),
+            "num_key_value_heads": int(decoder["num_key_value_heads"]),
+            "max_position_embeddings": int(config["model"].get("context_length") or 0) or None,
+        }  # fmt: skip
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        raise ArtifactError(f"{path} is not a readable onnxruntime-genai config ({type(exc).__name__}: {exc}); "
+                            "re-download the folder") from exc  # fmt: skip
+
+
+def describe_unlisted_folder(root: Path, note: str = "none") -> dict:
+    """A manifest for a folder in the published layout without ours (onnx-community's repo):
+    profiles from the folders that hold the three graphs, the model from ``genai_config.json``,
+    the codec from ``audio_tokenizer/`` and its variants. Sizes and hashes are unknown, so
+    ``files`` lists what is there without them. ``note`` says what manifest the folder had."""
     profiles = {}
     for precision, folder in PROFILE_DIRS.items():
-        base = root if folder == "." else root / folder
-        if all((base / f"{g}.onnx").is_file() for g in MAIN_GRAPHS):
-            prefix = "" if folder == "." else folder + "/"
-            graphs = {g: {"file": f"{prefix}{g}.onnx", "inputs": [], "outputs": []} for g in MAIN_GRAPHS}
+        graphs = _graphs_in(root, folder, MAIN_ROLES)
+        if graphs:
             profiles[precision] = {"dir": folder, "graphs": graphs}
     if not profiles:
         raise ArtifactError(
-            f"{root} has neither {MANIFEST_NAME} nor the graphs {list(MAIN_GRAPHS)} of any precision: "
+            f"{root} has neither our {MANIFEST_NAME} nor the graphs {list(MAIN_ROLES)} of any precision: "
             "it is not an OmniVoice ONNX artifact folder. Build one with `python build_artifacts.py --model "
             "CHECKPOINT --output DIR` or fetch one from the Hub"
         )
@@ -118,24 +135,48 @@ def describe_unlisted_folder(root: Path) -> dict:
                   if (root / p["dir"] / "genai_config.json").is_file()), None)  # fmt: skip
     if genai is None:
         raise ArtifactError(f"{root} has no genai_config.json to read the LLM's shape from; re-download it")
-    decoder = json.loads(genai.read_text())["model"]["decoder"]
-    model = dict(DEFAULT_MODEL, hidden_size=decoder["hidden_size"], head_dim=decoder["head_size"],
-                 num_hidden_layers=decoder["num_hidden_layers"], num_key_value_heads=decoder["num_key_value_heads"])  # fmt: skip
-    codec = {}
-    if all((root / "audio_tokenizer" / f"{g}.onnx").is_file() for g in HIGGS_GRAPHS):
-        codec = {"graphs": {g: {"file": f"audio_tokenizer/{g}.onnx", "inputs": [], "outputs": []} for g in HIGGS_GRAPHS}}
+    codec = {"graphs": _graphs_in(root, CODEC_DIR, CODEC_ROLES) or {}}
+    variants = {name: {"graphs": graphs} for name in CODEC_VARIANTS
+                if (graphs := _graphs_in(root, f"{CODEC_DIR}/{name}", CODEC_ROLES))}  # fmt: skip
     files = {p.relative_to(root).as_posix(): {} for p in root.rglob("*") if p.is_file()}
     return {
-        "format_version": FORMAT_VERSION, "attention": "unknown", "model": model, "profiles": profiles,
-        "audio_tokenizer": codec, "tokenizer": [f for f in ("tokenizer.json", "tokenizer_config.json") if (root / f).is_file()],
-        "files": files, "unlisted": True,
+        "format_version": FORMAT_VERSION, "attention": "unknown", "model": {**DEFAULT_MODEL, **_genai_model(genai)},
+        "profiles": profiles, "audio_tokenizer": codec, "codec_variants": variants,
+        "tokenizer": [f for f in ("tokenizer.json", "tokenizer_config.json") if (root / f).is_file()],
+        "files": files, "unlisted": True, "found_manifest": note,
     }  # fmt: skip
 
 
 def load_manifest(root: str | Path) -> dict:
-    """The folder's manifest, or one described from the published layout when it has none."""
+    """The folder's manifest: ours when it has one, else one described from the published layout.
+
+    A manifest of another schema (the publisher's: no ``format_version``) or one that is not valid
+    JSON never makes loading fail: the folder is described from its graphs instead."""
     root = Path(root)
-    return read_manifest(root) if (root / MANIFEST_NAME).is_file() or not root.is_dir() else describe_unlisted_folder(root)
+    path = root / MANIFEST_NAME
+    if not root.is_dir():
+        return read_manifest(root)  # says the folder is missing
+    if not path.is_file():
+        return describe_unlisted_folder(root)
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        logger.warning("%s is not valid JSON (%s); describing the folder from its graphs instead, without "
+                       "size and hash checks. Re-download or rebuild it to restore them.", path, exc)  # fmt: skip
+        return describe_unlisted_folder(root, note="malformed")
+    if not isinstance(found, dict) or "format_version" not in found:
+        logger.info("%s has another schema (the publisher's); describing the folder from its graphs", path)
+        return describe_unlisted_folder(root, note="foreign")
+    return read_manifest(root)
+
+
+def codec_candidates(manifest: dict, precision: str) -> list[tuple[str, dict]]:
+    """The codecs to try for ``precision``, in order: its preferred variants, then the main one."""
+    variants = manifest.get("codec_variants", {})
+    chosen = [(f"{CODEC_DIR}/{name}", variants[name]) for name, users in CODEC_VARIANTS.items()
+              if precision in users and name in variants]  # fmt: skip
+    main = manifest.get("audio_tokenizer", {})
+    return chosen + ([(CODEC_DIR, main)] if main.get("graphs") else [])
 
 
 def verify_files(root: str | Path, manifest: dict, files: list[str] | None = None) -> list[str]:
@@ -162,7 +203,8 @@ def profile_files(manifest: dict, precision: str) -> list[str]:
             f"`python build_artifacts.py --device {DEVICE_OF_PRECISION.get(precision, precision)}`"
         )
     graphs = list(manifest["profiles"][precision]["graphs"].values())
-    graphs += list(manifest.get("audio_tokenizer", {}).get("graphs", {}).values())
+    for _, codec in codec_candidates(manifest, precision):
+        graphs += list(codec["graphs"].values())
     wanted = {g["file"] for g in graphs} | set(manifest.get("tokenizer", []))
     return [f for f in manifest["files"] if f in wanted or f.rsplit(".data", 1)[0] in wanted]
 

@@ -26,10 +26,9 @@ import numpy as np
 
 from omnivoice_rt import audio as audio_ops
 from omnivoice_rt.bidirectional import llm_feeds
-from omnivoice_rt.codec import Codec
 from omnivoice_rt.manifest import load_manifest
 from omnivoice_rt.prompt import Prompt, TextTokenizer, build_prompt
-from omnivoice_rt.sessions import load_sessions
+from omnivoice_rt.sessions import load_graphs
 from omnivoice_rt.text import (
     ZH_RE,
     add_punctuation,
@@ -107,21 +106,22 @@ def check_text(text) -> str:
 class OmniVoiceONNX:
     """OmniVoice text-to-speech on ONNX Runtime. Build with :meth:`load`."""
 
-    def __init__(self, root: Path, precision: str, sessions: dict, manifest: dict):
+    def __init__(self, root: Path, precision: str, graphs: dict, codec, manifest: dict):
         self.root = root
         self.precision = precision
         self.repaired_llm: Path | None = None  # set when the folder's causal LLM was repaired
-        self.sessions = sessions
+        self.graphs = graphs
+        self.codec = codec
         self.manifest = manifest
         self.config = manifest["model"]
-        self.sample_rate = int(self.config["sample_rate"])
-        self.frame_rate = int(self.config["frame_rate"])
         self.num_codebooks = int(self.config["num_audio_codebook"])
         self.mask_id = int(self.config["audio_mask_id"])
+        # Rates come from the codec's graphs (measured at load), not from a manifest.
+        self.sample_rate = codec.sample_rate
+        self.frame_rate = codec.frame_rate
         self.tokenizer = TextTokenizer(root / "tokenizer.json")
-        self.codec = Codec(sessions, int(self.config["hop_length"]), self.sample_rate)
-        llm_input = next(a for a in sessions["llm_decoder"].get_inputs() if a.name == "inputs_embeds")
-        self._llm_dtype = np.float16 if "float16" in llm_input.type else np.float32
+        llm_input = graphs["llm_decoder"].input("inputs_embeds")
+        self._llm_dtype = np.float16 if llm_input.dtype == "float16" else np.float32
 
     @classmethod
     def load(cls, source: str | Path | None = None, precision: str = "int4", providers: list[str] | None = None,
@@ -134,8 +134,9 @@ class OmniVoiceONNX:
         from omnivoice_rt.hub import resolve_artifacts
 
         root, overrides = resolve_artifacts(source, precision, download_progress)
-        sessions = load_sessions(root, precision, providers, verify, threads, overrides)
-        voice = cls(root, precision, sessions, load_manifest(root))
+        manifest = load_manifest(root)
+        graphs, codec = load_graphs(root, precision, providers, verify, threads, overrides, manifest)
+        voice = cls(root, precision, graphs, codec, manifest)
         voice.repaired_llm = overrides.get("llm_decoder")
         return voice
 
@@ -143,7 +144,7 @@ class OmniVoiceONNX:
 
     def _run(self, name: str, feeds: dict, outputs: list[str] | None = None) -> list[np.ndarray]:
         started = time.perf_counter()
-        result = self.sessions[name].run(outputs, feeds)
+        result = self.graphs[name].run(outputs, feeds)
         self._timings[name] = self._timings.get(name, 0.0) + time.perf_counter() - started
         return result
 
@@ -153,7 +154,7 @@ class OmniVoiceONNX:
 
     def _llm(self, embeds: np.ndarray) -> np.ndarray:
         mask = np.ones(embeds.shape[:2], dtype=np.int64)
-        feeds = llm_feeds(self.sessions["llm_decoder"], embeds, mask, int(self.config["head_dim"]))
+        feeds = llm_feeds(self.graphs["llm_decoder"].session, embeds, mask, int(self.config["head_dim"]))
         return self._run("llm_decoder", feeds, ["hidden_states"])[0]
 
     def _forward_for(self, prompt: Prompt):

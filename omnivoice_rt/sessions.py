@@ -1,30 +1,63 @@
-"""Open the ONNX Runtime sessions of one precision of an artifact folder.
+"""Open the ONNX Runtime sessions of one precision of an artifact folder, each bound to its role.
 
-``load_sessions(root, "int4")`` reads the manifest, checks that the files it needs are there
-(optionally their hashes), opens every graph once, checks each graph's inputs and outputs against
-the manifest, and refuses an LLM that attends causally.
+``load_graphs(root, "int4")`` reads the manifest (ours, or one described from the published
+layout), checks that the files it needs are there (optionally their hashes), opens every graph
+once, binds each to its role by its input and output names (:mod:`omnivoice_rt.signatures`),
+picks a codec that loads and decodes to finite samples (the published ``audio_tokenizer/fp16/``
+may not), and refuses an LLM that attends causally.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from omnivoice_rt.bidirectional import check_bidirectional
 from omnivoice_rt.manifest import (
-    EXPECTED_IO,
     ArtifactError,
+    codec_candidates,
     load_manifest,
     profile_files,
     safe_join,
     verify_files,
 )
+from omnivoice_rt.signatures import CODEC_ROLES, Port, Signature, bind, ports_of_session
 
 logger = logging.getLogger(__name__)
 
 
+@dataclass
+class Graph:
+    """One loaded graph: its role, the signature it was bound by, and its session."""
+
+    role: str
+    path: Path
+    session: object  # onnxruntime.InferenceSession
+    signature: Signature
+    inputs: list[Port] = field(default_factory=list)
+    outputs: list[Port] = field(default_factory=list)
+
+    def run(self, outputs: list[str] | None, feeds: dict) -> list:
+        return self.session.run(outputs, feeds)
+
+    def input(self, name: str) -> Port | None:
+        return next((p for p in self.inputs if p.name == name), None)
+
+
 def default_providers(precision: str) -> list[str]:
     return ["CUDAExecutionProvider", "CPUExecutionProvider"] if precision == "cuda" else ["CPUExecutionProvider"]
+
+
+def require_cuda(precision: str) -> None:
+    """Fail before any download when the cuda profile is asked for without a GPU runtime."""
+    import onnxruntime as ort
+
+    if precision == "cuda" and "CUDAExecutionProvider" not in ort.get_available_providers():
+        raise ArtifactError(
+            "the cuda profile needs a GPU and onnxruntime-gpu (pip install onnxruntime-gpu); "
+            "on a CPU use precision 'int4' or 'fp16'"
+        )
 
 
 def open_session(path: Path, providers: list[str], threads: int | None = None):
@@ -37,35 +70,57 @@ def open_session(path: Path, providers: list[str], threads: int | None = None):
     try:
         return ort.InferenceSession(str(path), sess_options=options, providers=providers)
     except Exception as exc:  # onnxruntime raises its own exception types
-        raise ArtifactError(f"{path.name} could not be loaded ({exc}); rebuild or re-download it") from exc
+        detail = " ".join(str(exc).split())[:400]
+        raise ArtifactError(f"{path} could not be loaded ({detail}); rebuild or re-download it") from exc
 
 
-def _check_io(session, name: str) -> None:
-    """Each graph must have the inputs and outputs the runtime feeds and reads."""
-    inputs, outputs = EXPECTED_IO[name]
-    actual_in = {i.name for i in session.get_inputs()}
-    actual_out = {o.name for o in session.get_outputs()}
-    missing = [n for n in inputs if n not in actual_in] + [n for n in outputs if n not in actual_out]
-    if missing:
+def open_graph(role: str, path: Path, providers: list[str], threads: int | None = None) -> Graph:
+    session = open_session(path, providers, threads)
+    inputs, outputs = ports_of_session(session)
+    signature = bind(role, inputs, outputs, where=str(path))
+    return Graph(role, path, session, signature, inputs, outputs)
+
+
+def open_codec(root: Path, manifest: dict, precision: str, providers: list[str], threads: int | None = None):
+    """The first codec of ``precision``'s candidates that loads and decodes to finite samples."""
+    from omnivoice_rt.codec import Codec
+
+    candidates = codec_candidates(manifest, precision)
+    if not candidates:
         raise ArtifactError(
-            f"{name}: expected inputs {inputs} and outputs {outputs}, but the graph has inputs "
-            f"{sorted(actual_in)} and outputs {sorted(actual_out)}; rebuild it with build_artifacts.py"
+            f"{root} has no codec ({'/'.join(CODEC_ROLES)} in audio_tokenizer/): download the repository's "
+            "audio_tokenizer/ folder, or build it with `python build_artifacts.py --include-higgs`"
         )
 
+    def codec_from(spec: dict):
+        graphs = {role: open_graph(role, safe_join(root, spec["graphs"][role]["file"]), providers, threads)
+                  for role in CODEC_ROLES}  # fmt: skip
+        return Codec(graphs, int(manifest["model"]["num_audio_codebook"]))
 
-def load_sessions(
+    *preferred, (_, main) = candidates
+    for index, (folder, spec) in enumerate(preferred):
+        try:
+            return codec_from(spec)
+        except ArtifactError as exc:
+            logger.warning("the codec in %s/ is unusable (%s); using the one in %s/ instead",
+                           folder, exc, candidates[index + 1][0])  # fmt: skip
+    return codec_from(main)
+
+
+def load_graphs(
     root: str | Path,
     precision: str = "int4",
     providers: list[str] | None = None,
     verify_hashes: bool = False,
     threads: int | None = None,
     overrides: dict[str, Path] | None = None,
-) -> dict:
-    """Sessions for every graph of ``precision`` and of the codec, keyed by graph name.
+    manifest: dict | None = None,
+) -> tuple[dict[str, Graph], object]:
+    """``(graphs, codec)``: the three main graphs of ``precision`` keyed by role, and the codec.
 
-    ``overrides`` maps a graph name to another file to load instead (a repaired LLM)."""
+    ``overrides`` maps a role to another file to load instead (a repaired LLM)."""
     root = Path(root)
-    manifest = load_manifest(root)
+    manifest = manifest or load_manifest(root)
     needed = profile_files(manifest, precision)
     bad = verify_files(root, manifest, needed) if verify_hashes else [
         f for f in needed if not safe_join(root, f).is_file()
@@ -75,24 +130,15 @@ def load_sessions(
             f"{root}: {len(bad)} file(s) missing or corrupt: {', '.join(bad[:5])}; "
             "rebuild or re-download the artifacts"
         )
+    require_cuda(precision)
     providers = providers or default_providers(precision)
-    if precision == "cuda":
-        import onnxruntime as ort
-
-        if "CUDAExecutionProvider" not in ort.get_available_providers():
-            raise ArtifactError(
-                "the cuda profile needs a GPU and onnxruntime-gpu (pip install onnxruntime-gpu); "
-                "on a CPU use precision 'int4' or 'fp16'"
-            )
-    graphs = dict(manifest["profiles"][precision]["graphs"])
-    graphs.update(manifest.get("audio_tokenizer", {}).get("graphs", {}))
-    sessions = {}
-    for name, spec in graphs.items():
-        path = (overrides or {}).get(name) or safe_join(root, spec["file"])
-        session = open_session(Path(path), providers, threads)
-        _check_io(session, name)
-        sessions[name] = session
-    if "llm_decoder" in sessions and "CUDAExecutionProvider" not in sessions["llm_decoder"].get_providers():
-        check_bidirectional(sessions["llm_decoder"], manifest["model"]["head_dim"])
-    logger.info("loaded %d graphs of the %s profile from %s", len(sessions), precision, root)
-    return sessions
+    graphs = {}
+    for role, spec in manifest["profiles"][precision]["graphs"].items():
+        path = (overrides or {}).get(role) or safe_join(root, spec["file"])
+        graphs[role] = open_graph(role, Path(path), providers, threads)
+    llm = graphs["llm_decoder"].session
+    if "CUDAExecutionProvider" not in llm.get_providers():
+        check_bidirectional(llm, manifest["model"]["head_dim"])
+    codec = open_codec(root, manifest, precision, providers, threads)
+    logger.info("loaded the %s profile and its codec from %s", precision, root)
+    return graphs, codec

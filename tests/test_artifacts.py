@@ -18,7 +18,7 @@ from omnivoice_rt.manifest import (
     sha256_of,
     verify_files,
 )
-from omnivoice_rt.sessions import load_sessions
+from omnivoice_rt.sessions import load_graphs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -79,8 +79,8 @@ def test_moved_folder_loads_and_computes_the_same(fp32_artifacts, tmp_path):
     mask = np.ones((1, 20), dtype=bool)
     outputs = []
     for root in (fp32_artifacts, moved):
-        sessions = load_sessions(root, "fp32", verify_hashes=True)
-        outputs.append(sessions["audio_embeddings_encoder"].run(None, {"input_ids": ids, "audio_mask": mask})[0])
+        graphs, _ = load_graphs(root, "fp32", verify_hashes=True)
+        outputs.append(graphs["audio_embeddings_encoder"].run(None, {"input_ids": ids, "audio_mask": mask})[0])
     np.testing.assert_array_equal(outputs[0], outputs[1])
 
 
@@ -95,7 +95,7 @@ def test_corrupt_and_missing_files_are_reported(fp32_artifacts, tmp_path):
         "fp32/llm_decoder.onnx.data",
     ]
     with pytest.raises(ArtifactError, match="missing or corrupt"):
-        load_sessions(copy, "fp32", verify_hashes=True)
+        load_graphs(copy, "fp32", verify_hashes=True)
 
 
 def test_manifest_paths_cannot_escape_the_folder(fp32_artifacts, tmp_path):
@@ -110,7 +110,7 @@ def test_manifest_paths_cannot_escape_the_folder(fp32_artifacts, tmp_path):
 
 def test_missing_profile_says_how_to_build_it(fp32_artifacts):
     with pytest.raises(ArtifactError, match="--device cpu"):
-        load_sessions(fp32_artifacts, "int4")
+        load_graphs(fp32_artifacts, "int4")
 
 
 # ----------------------------------------------------------------------------- CLI errors

@@ -18,24 +18,24 @@ import pytest
 import torch
 
 from omnivoice_rt.bidirectional import check_bidirectional, llm_feeds
-from omnivoice_rt.sessions import load_sessions
+from omnivoice_rt.sessions import load_graphs
 
 HEAD_DIM = 32  # of the tiny fixture
 
 
 @pytest.fixture(scope="module")
 def fp32(fp32_artifacts):
-    return load_sessions(fp32_artifacts, "fp32")
+    return load_graphs(fp32_artifacts, "fp32")[0]
 
 
 @pytest.fixture(scope="module")
 def int4(cpu_artifacts):
-    return load_sessions(cpu_artifacts, "int4")
+    return load_graphs(cpu_artifacts, "int4")[0]
 
 
 @pytest.fixture(scope="module")
 def fp16(cpu_artifacts):
-    return load_sessions(cpu_artifacts, "fp16")
+    return load_graphs(cpu_artifacts, "fp16")[0]
 
 
 def prompt_ids(seed: int, batch: int = 2, seq: int = 40, text: int = 15):
@@ -54,7 +54,7 @@ def run_encoder(sessions, ids, audio_mask):
 
 def run_llm(sessions, embeds, mask):
     llm = sessions["llm_decoder"]
-    return llm.run(["hidden_states"], llm_feeds(llm, embeds.astype(np.float32), mask, HEAD_DIM))[0]
+    return llm.run(["hidden_states"], llm_feeds(llm.session, embeds.astype(np.float32), mask, HEAD_DIM))[0]
 
 
 def run_heads(sessions, hidden):

@@ -222,27 +222,34 @@ def test_cli_reports_bad_input_in_one_line(fp32_artifacts, tmp_path):
     assert result.returncode == 2 and "omnivoice_manifest.json" in result.stderr
 
 
-def test_load_refuses_a_causal_llm(fp32_artifacts, tiny_checkpoint, tmp_path):
-    """A folder whose LLM attends causally (as the builder emits it) is refused, with the fix."""
+def test_local_causal_llm_is_repaired_into_the_cache_and_never_loaded_as_is(fp32_artifacts, fp32_voice, tiny_checkpoint,
+                                                                             tmp_path, monkeypatch):  # fmt: skip
+    """A local folder whose LLM attends causally (as the builder emits it) is loaded through a
+    repaired copy under $HF_HOME, leaving the folder as it was; the graph itself is refused."""
     import shutil
 
-    import onnx
+    import huggingface_hub.constants
 
     import build_artifacts
+    from omnivoice_rt.sessions import load_graphs
+    from tests.conftest import is_causal, make_causal
 
     copy = tmp_path / "causal"
     shutil.copytree(fp32_artifacts, copy)
     path = copy / "fp32" / "llm_decoder.onnx"
-    model = onnx.load(str(path))
-    for node in model.graph.node:
-        for attr in node.attribute:
-            if node.op_type == "GroupQueryAttention" and attr.name == "causal":
-                attr.i = 1
-    (copy / "fp32" / "llm_decoder.onnx.data").unlink()
-    onnx.save_model(model, str(path), save_as_external_data=True, location="llm_decoder.onnx.data")
+    make_causal(path)
     build_artifacts.write_manifest(copy, tiny_checkpoint, {})  # re-hash the changed files
+    before = {p: p.read_bytes() for p in (copy / "fp32").iterdir()}
     with pytest.raises(ValueError, match="causally.*make_bidirectional"):
-        OmniVoiceONNX.load(copy, "fp32")
+        load_graphs(copy, "fp32")
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HOME", str(tmp_path / "hf"))
+    voice = OmniVoiceONNX.load(copy, "fp32")
+    assert voice.repaired_llm is not None and str(tmp_path / "hf" / "omnivoice_repaired") in str(voice.repaired_llm)
+    assert not is_causal(voice.repaired_llm) and is_causal(path)
+    assert {p: p.read_bytes() for p in (copy / "fp32").iterdir()} == before  # the user's files are untouched
+    text = "Hello world, this is a test."
+    np.testing.assert_array_equal(voice.generate(text, **GREEDY).codes[0], fp32_voice.generate(text, **GREEDY).codes[0])
 
 
 def test_cli_eval_rtf(fp32_artifacts):
