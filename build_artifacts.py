@@ -191,18 +191,21 @@ def tool_versions() -> dict:
     return found
 
 
-def write_manifest(root: Path, checkpoint: Path, update: dict) -> dict:
-    """Merge ``update`` into the folder's manifest and re-list every file with its hash."""
+def write_manifest(root: Path, model: dict, update: dict, source: str) -> dict:
+    """Merge ``update`` into the folder's manifest and re-list every file with its hash.
+
+    ``model`` is the model section (:func:`model_section`), ``source`` what the files came from."""
     path = root / MANIFEST_NAME
     manifest = json.loads(path.read_text()) if path.is_file() else {}
     if manifest.get("format_version") not in (None, FORMAT_VERSION):
         manifest = {}  # an older layout: start afresh, every file is re-listed below
-    manifest.update(format_version=FORMAT_VERSION, attention="bidirectional", model=model_section(checkpoint))
+    manifest.update(format_version=FORMAT_VERSION, attention="bidirectional", model=model)
     manifest.setdefault("profiles", {}).update(update.get("profiles", {}))
-    if "audio_tokenizer" in update:
-        manifest["audio_tokenizer"] = update["audio_tokenizer"]
+    for key in ("audio_tokenizer", "codec_variants"):
+        if key in update:
+            manifest[key] = update[key]
     manifest["tokenizer"] = sorted(f for f in TOKENIZER_FILES if (root / f).is_file())
-    manifest["build"] = {"versions": tool_versions(), "source": checkpoint.name}
+    manifest["build"] = {"versions": tool_versions(), "source": source}
     files = {}
     for file in sorted(p for p in root.rglob("*") if p.is_file() and p.name != MANIFEST_NAME):
         relative = file.relative_to(root).as_posix()
@@ -292,9 +295,117 @@ def build(args: argparse.Namespace) -> dict:
             if (checkpoint / name).is_file():
                 shutil.copy(checkpoint / name, staging / name)
         move_into(staging, output)
-    manifest = write_manifest(output, checkpoint, update)
+    manifest = write_manifest(output, model_section(checkpoint), update, checkpoint.name)
     total = sum(f["bytes"] for f in manifest["files"].values())
     logger.info("done in %.1f s: %s (%.1f MB in all)", time.perf_counter() - started, output, total / 1e6)
+    return manifest
+
+
+# --------------------------------------------------------------------------- --fix-published
+
+MODEL_CARD = """---
+library_name: onnxruntime
+license: apache-2.0
+base_model: k2-fsa/OmniVoice
+pipeline_tag: text-to-speech
+tags: [onnx, text-to-speech, omnivoice]
+---
+
+# OmniVoice ONNX, fixed
+
+`{source}`, with what keeps it from speaking fixed by `build_artifacts.py --fix-published`
+(omnivoice-onnx). Profiles: {profiles}.
+
+- The LLM's GroupQueryAttention nodes attend both ways (`causal=0`, onnxruntime >= 1.32), as
+  OmniVoice's backbone does; the published graphs were causal and produced noise. Each repaired
+  LLM passed a check that its first position sees the last.
+- The codec: {codec}.
+- `omnivoice_manifest.json` lists every file's size and sha256 and every graph's inputs and
+  outputs, and says `"attention": "bidirectional"`; the runtime checks the files against it.
+- Graph names and shapes are those of the published repository, so code written for it loads this.
+
+Use it with `OMNIVOICE_REPO=<this repo> python app.py`, or
+`OmniVoiceONNX.load("<this repo>", precision="int4")`.
+
+Licences: the OmniVoice weights (k2-fsa/OmniVoice) are Apache-2.0; the Higgs Audio V2 tokenizer
+(bosonai/higgs-audio-v2-tokenizer) is under Boson AI's licence.
+"""
+
+
+def copy_graph(src: Path, dst: Path) -> None:
+    """Copy a graph and its external weights (same file names: the graph refers to them by name)."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(src, dst)
+    data = src.with_name(src.name + ".data")
+    if data.exists():
+        shutil.copy(data, dst.with_name(dst.name + ".data"))
+
+
+def fix_published(source: str, output: Path) -> dict:
+    """Turn a published snapshot (folder or Hub id) into a corrected folder ready to upload."""
+    import onnxruntime as ort
+
+    from omnivoice_rt.bidirectional import check_bidirectional, make_bidirectional
+    from omnivoice_rt.hub import fetch, repo_of
+    from omnivoice_rt.manifest import ArtifactError, load_manifest, safe_join
+    from omnivoice_rt.sessions import load_codec
+
+    try:
+        repo_id = repo_of(source)
+        folder = Path(source).expanduser() if repo_id is None else fetch(repo_id, None)
+        described = load_manifest(folder)
+    except ArtifactError as exc:
+        raise BuildError("source", str(exc), 2) from exc
+    prepare_output(output)
+    update: dict = {"profiles": {}, "codec_variants": {}}
+    notes = []
+    with tempfile.TemporaryDirectory(dir=output, prefix=".staging-") as staging:
+        staging = Path(staging)
+        for precision, profile in described["profiles"].items():
+            for role, spec in profile["graphs"].items():
+                src, dst = safe_join(folder, spec["file"]), safe_join(staging, spec["file"])
+                if role != "llm_decoder":
+                    copy_graph(src, dst)
+                    continue
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                make_bidirectional(src, dst)
+                if precision != "cuda":  # a CUDA graph is checked where a GPU runs it
+                    session = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"])
+                    check_bidirectional(session, int(described["model"]["head_dim"]))
+            genai = Path(profile["dir"]) / "genai_config.json"
+            shutil.copy(safe_join(folder, genai.as_posix()), staging / genai)
+            graphs = {role: describe_graph(staging / spec["file"], staging) for role, spec in profile["graphs"].items()}
+            update["profiles"][precision] = {"dir": profile["dir"], "llm": "published, made bidirectional", "graphs": graphs}
+        codecs = [("audio_tokenizer", described.get("audio_tokenizer", {}), None)]
+        codecs += [(f"audio_tokenizer/{n}", spec, n) for n, spec in described.get("codec_variants", {}).items()]
+        hop = None
+        for name, spec, variant in codecs:
+            try:
+                codec = load_codec(folder, spec, int(described["model"]["num_audio_codebook"]), ["CPUExecutionProvider"])
+            except (ArtifactError, KeyError) as exc:
+                notes.append(f"`{name}/` was left out: {exc}")
+                logger.warning("leaving out the codec in %s/: %s", name, exc)
+                continue
+            hop = hop or codec.hop_length
+            for spec_graph in spec["graphs"].values():
+                copy_graph(safe_join(folder, spec_graph["file"]), staging / spec_graph["file"])
+            entry = {"graphs": {role: describe_graph(staging / g["file"], staging) for role, g in spec["graphs"].items()}}
+            if variant:
+                update["codec_variants"][variant] = entry
+            else:
+                update["audio_tokenizer"] = entry
+            notes.append(f"`{name}/` loads and decodes to finite samples (hop {codec.hop_length})")
+        if "audio_tokenizer" not in update:
+            raise BuildError("codec", f"no codec of {source} loads ({'; '.join(notes)}); it cannot be fixed here", 1)
+        for name in TOKENIZER_FILES:
+            if (folder / name).is_file():
+                shutil.copy(folder / name, staging / name)
+        (staging / "README.md").write_text(MODEL_CARD.format(
+            source=source, profiles=", ".join(update["profiles"]), codec="; ".join(notes)))  # fmt: skip
+        move_into(staging, output)
+    model = {**described["model"], "hop_length": hop, "frame_rate": described["model"]["sample_rate"] / hop}
+    manifest = write_manifest(output, model, update, str(source))
+    logger.info("fixed %s into %s (%s)", source, output, ", ".join(update["profiles"]))
     return manifest
 
 
@@ -304,7 +415,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="\n".join(__doc__.splitlines()[4:10]),
     )
-    parser.add_argument("--model", required=True, help="OmniVoice checkpoint folder or Hub id")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", help="OmniVoice checkpoint folder or Hub id")
+    source.add_argument("--fix-published", metavar="SOURCE",
+                        help="instead of building: turn a published folder or Hub repo (onnx-community/OmniVoice-Onnx) "
+                        "into a corrected one in --output (bidirectional LLM, a working codec, our manifest, a model card)")  # fmt: skip
     parser.add_argument("--output", required=True, help="artifact folder to write (created if missing)")
     parser.add_argument("--device", choices=sorted(PROFILES), default="cpu", help="which profile to build (default cpu)")
     parser.add_argument("--include-higgs", action="store_true", help="also build the codec (audio_tokenizer/)")
@@ -327,7 +442,10 @@ def main(argv: list[str] | None = None) -> int:
         for noisy in ("olive", "onnxruntime", "transformers", "torch", "onnxscript", "httpx"):
             logging.getLogger(noisy).setLevel(logging.ERROR)
     try:
-        build(args)
+        if args.fix_published:
+            fix_published(args.fix_published, Path(args.output).expanduser().resolve())
+        else:
+            build(args)
     except BuildError as exc:
         if args.verbose:
             logger.exception("build failed")

@@ -51,15 +51,31 @@ def write_qwen3_folder(checkpoint: Path, out: Path) -> None:
     save_file(weights, str(out / "model.safetensors"))
 
 
-def run_builder(qwen_dir: Path, out: Path, precision: str, block_size: int, cache: Path) -> None:
+# The builder fuses rotary embeddings into GroupQueryAttention on the CPU, so its graph has no
+# position_ids input. For every EP where it does not (DML), it emits RotaryEmbedding ops fed by a
+# ``position_ids`` input; this makes it do the same on the CPU, for graphs that take position_ids.
+# The builder imports its own modules as top-level ``builders``, so that is the module to patch.
+_UNFUSED_ROPE_BUILDER = """
+import os, runpy, sys
+import onnxruntime_genai.models as models
+sys.path.insert(0, os.path.dirname(models.__file__))
+from builders import base
+base.Model.is_fused_rope_supported = lambda self: False
+sys.argv[0] = "builder"
+runpy.run_module("onnxruntime_genai.models.builder", run_name="__main__")
+"""
+
+
+def run_builder(qwen_dir: Path, out: Path, precision: str, block_size: int, cache: Path,
+                position_ids: bool = False) -> None:  # fmt: skip
     builder_precision, provider = BUILDER_TARGETS[precision]
     options = ["exclude_embeds=true", "exclude_lm_head=true", "filename=llm_decoder.onnx"]
     if builder_precision in ("int4", "int8"):
         options += [f"block_size={block_size}", "accuracy_level=4"]
+    entry = ["-c", _UNFUSED_ROPE_BUILDER] if position_ids else ["-m", "onnxruntime_genai.models.builder"]
     cmd = [
-        sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(qwen_dir),
-        "-o", str(out), "-p", builder_precision, "-e", provider, "-c", str(cache),
-        "--extra_options", *options,
+        sys.executable, *entry, "-i", str(qwen_dir), "-o", str(out), "-p", builder_precision, "-e", provider,
+        "-c", str(cache), "--extra_options", *options,
     ]  # fmt: skip
     logger.info("llm: onnxruntime-genai builder, %s on %s, block size %d", *BUILDER_TARGETS[precision], block_size)
     result = subprocess.run(cmd, capture_output=True, text=True)

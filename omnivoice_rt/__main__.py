@@ -1,4 +1,4 @@
-"""Command line: ``python -m omnivoice_rt {synthesize,roundtrip,prompt,eval} --help``.
+"""Command line: ``python -m omnivoice_rt {synthesize,roundtrip,prompt,eval,inspect} --help``.
 
     python -m omnivoice_rt synthesize --model-dir artifacts --text "Hello." --output hello.wav
     python -m omnivoice_rt prompt --model-dir artifacts --ref-audio me.wav --ref-text "..." --output me.npz
@@ -6,6 +6,7 @@
     python -m omnivoice_rt roundtrip --model-dir artifacts --input in.wav --output out.wav
     python -m omnivoice_rt eval --mode rtf --model-dir artifacts
     python -m omnivoice_rt eval --mode equiv --model-dir fp32-artifacts --checkpoint CHECKPOINT
+    python -m omnivoice_rt inspect onnx-community/OmniVoice-Onnx --precision int4
 """
 
 from __future__ import annotations
@@ -105,6 +106,13 @@ def cmd_eval(args) -> int:
     return 0 if equal == len(results) else 1
 
 
+def cmd_inspect(args) -> int:
+    from omnivoice_rt.inspect import inspect
+
+    print("\n".join(inspect(args.source, args.precision)))
+    return 0
+
+
 def _steps(value: str):
     return value if value in ("fast", "balanced", "best") else int(value)
 
@@ -166,6 +174,14 @@ def parse_args(argv):
     ev.add_argument("--runs", type=int, default=3)
     ev.add_argument("--num-step", type=int, default=32)
     ev.set_defaults(func=cmd_eval)
+
+    ins = sub.add_parser("inspect", help="what an artifact folder or Hub repo holds, and how it would be used")
+    ins.add_argument("source", nargs="?", default=os.environ.get("OMNIVOICE_ARTIFACTS"),
+                     help="artifact folder or Hub repo id (default: $OMNIVOICE_ARTIFACTS, else $OMNIVOICE_REPO "
+                     "or onnx-community/OmniVoice-Onnx)")  # fmt: skip
+    ins.add_argument("--precision", choices=["int4", "int8", "fp16", "fp32", "cuda"], help="one profile only")
+    ins.add_argument("-v", "--verbose", action="store_true")
+    ins.set_defaults(func=cmd_inspect)
     return parser.parse_args(argv)
 
 

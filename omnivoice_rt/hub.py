@@ -1,6 +1,6 @@
 """Where artifacts come from: a local folder, the Hugging Face Hub, or a local build.
 
-``resolve_artifacts(source, precision)`` returns ``(folder, overrides)`` for ``load_sessions``:
+``resolve_artifacts(source, precision)`` returns ``(folder, manifest, overrides)`` for ``load_graphs``:
 
 - a local folder is used as it is;
 - a Hub repo (default ``onnx-community/OmniVoice-Onnx``, or ``$OMNIVOICE_REPO``; revision from
@@ -33,6 +33,7 @@ from omnivoice_rt.manifest import (
     CODEC_DIR,
     CODEC_VARIANTS,
     DEVICE_OF_PRECISION,
+    PROFILE_DIRS,
     ArtifactError,
     load_manifest,
     profile_files,
@@ -40,6 +41,7 @@ from omnivoice_rt.manifest import (
     verify_files,
 )
 from omnivoice_rt.sessions import require_cuda
+from omnivoice_rt.signatures import MAIN_ROLES
 
 logger = logging.getLogger(__name__)
 
@@ -128,19 +130,27 @@ def _clean_incomplete(repo_id: str) -> None:
         partial.unlink(missing_ok=True)
 
 
-def fetch(repo_id: str, precision: str, revision: str | None = None, progress: Progress | None = None) -> Path:
-    """Download (or find in the cache) the files of ``precision``; return the snapshot folder."""
+def fetch(repo_id: str, precision: str | None, revision: str | None = None, progress: Progress | None = None,
+          graphs_only: bool = False) -> Path:  # fmt: skip
+    """Download (or find in the cache) the files of ``precision`` (None: of every precision); return
+    the snapshot folder. ``graphs_only`` leaves out the external weights (``*.data``), enough to
+    read the graphs' signatures, and skips the size and hash checks."""
     from huggingface_hub import hf_hub_download, snapshot_download
     from huggingface_hub.constants import ENDPOINT
 
     revision = revision or os.environ.get("OMNIVOICE_REVISION") or "main"
-    tqdm_class = _progress_class(progress, repo_id)
+    precisions = [precision] if precision else list(PRECISION_FILES)
+    allow = sorted({pattern for p in precisions for pattern in allow_patterns(p)})
+    ignore = sorted(set.intersection(*(set(ignore_patterns(p)) for p in precisions)))
+    ignore += ["*.data"] if graphs_only else []
     try:
-        folder = Path(snapshot_download(repo_id, revision=revision, allow_patterns=allow_patterns(precision),
-                                        ignore_patterns=ignore_patterns(precision), tqdm_class=tqdm_class))  # fmt: skip
+        folder = Path(snapshot_download(repo_id, revision=revision, allow_patterns=allow, ignore_patterns=ignore,
+                                        tqdm_class=_progress_class(progress, repo_id)))  # fmt: skip
     except Exception as exc:  # huggingface_hub and httpx raise many kinds
         _clean_incomplete(repo_id)
         raise ArtifactError(_explain(exc, repo_id, ENDPOINT)) from exc
+    if graphs_only or precision is None:
+        return folder
     manifest = load_manifest(folder)
     needed = profile_files(manifest, precision)
     bad = verify_files(folder, manifest, needed)
@@ -157,6 +167,56 @@ def fetch(repo_id: str, precision: str, revision: str | None = None, progress: P
             raise ArtifactError(f"{repo_id}: {still_bad} differ from the manifest's size or sha256 after a second "
                                 "download; the repository's files do not match its manifest")  # fmt: skip
     return folder
+
+
+def repo_of(source: str | Path | None) -> str | None:
+    """The Hub repo id ``source`` names (None: the default one), or None for a local folder."""
+    if source is not None and Path(source).expanduser().is_dir():
+        return None
+    repo_id = str(source or os.environ.get("OMNIVOICE_REPO") or DEFAULT_REPO)
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo_id):
+        raise ArtifactError(f"{repo_id} is neither an artifact folder nor a Hub repository id (owner/name)")
+    return repo_id
+
+
+def remote_files(repo_id: str, revision: str | None = None) -> dict[str, int] | None:
+    """``{path: bytes}`` of the repo's files (one request), or None when the Hub cannot be asked."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.hf_api import RepoFile
+
+    revision = revision or os.environ.get("OMNIVOICE_REVISION") or "main"
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
+        return None
+    try:
+        entries = HfApi().list_repo_tree(repo_id, revision=revision, recursive=True)
+        return {e.path: e.size for e in entries if isinstance(e, RepoFile)}
+    except Exception as exc:  # noqa: BLE001 - any failure means "unknown"
+        logger.info("could not list %s (%s)", repo_id, exc)
+        return None
+
+
+def precisions_in(paths) -> list[str]:
+    """The precisions whose three main graphs are among ``paths`` (relative POSIX paths)."""
+    paths = set(paths)
+    return [precision for precision, folder in PROFILE_DIRS.items()
+            if all(f"{'' if folder == '.' else folder + '/'}{role}.onnx" in paths for role in MAIN_ROLES)]  # fmt: skip
+
+
+def available_precisions(source: str | Path | None) -> list[str] | None:
+    """The precisions ``source`` offers (a local folder's manifest, or the repo's file list, asked
+    once), cuda only where onnxruntime has CUDA; None when the Hub cannot be asked."""
+    import onnxruntime as ort
+
+    repo_id = repo_of(source)
+    if repo_id is None:
+        found = list(load_manifest(Path(source).expanduser())["profiles"])
+    else:
+        files = remote_files(repo_id)
+        if files is None:
+            return None
+        found = precisions_in(files)
+    has_cuda = "CUDAExecutionProvider" in ort.get_available_providers()
+    return [p for p in PRECISION_FILES if p in found and (p != "cuda" or has_cuda)]
 
 
 # ----------------------------------------------------------------------------- repair
@@ -256,19 +316,15 @@ def build_locally(checkpoint: str, precision: str, output: Path | None = None) -
 
 
 def resolve_artifacts(source: str | Path | None, precision: str, progress: Progress | None = None,
-                      revision: str | None = None) -> tuple[Path, dict[str, Path]]:  # fmt: skip
-    """``(folder, overrides)`` for ``load_graphs``: see the module docstring."""
+                      revision: str | None = None) -> tuple[Path, dict, dict[str, Path]]:  # fmt: skip
+    """``(folder, manifest, overrides)`` for ``load_graphs``: see the module docstring."""
     require_cuda(precision)  # before any download
     if os.environ.get("OMNIVOICE_BUILD_FROM") and source is None:
-        return build_locally(os.environ["OMNIVOICE_BUILD_FROM"], precision), {}
-    if source is not None and Path(source).expanduser().is_dir():
-        folder = Path(source).expanduser()
-    else:
-        repo_id = str(source or os.environ.get("OMNIVOICE_REPO") or DEFAULT_REPO)
-        if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo_id):
-            raise ArtifactError(f"{repo_id} is neither an artifact folder nor a Hub repository id (owner/name)")
-        folder = fetch(repo_id, precision, revision, progress)
+        folder = build_locally(os.environ["OMNIVOICE_BUILD_FROM"], precision)
+        return folder, load_manifest(folder), {}
+    repo_id = repo_of(source)
+    folder = Path(source).expanduser() if repo_id is None else fetch(repo_id, precision, revision, progress)
     manifest = load_manifest(folder)
     profile_files(manifest, precision)  # says which profiles the folder has when it lacks this one
     repaired = repaired_llm(folder, manifest, precision)
-    return folder, ({"llm_decoder": repaired} if repaired else {})
+    return folder, manifest, ({"llm_decoder": repaired} if repaired else {})

@@ -26,7 +26,6 @@ import numpy as np
 
 from omnivoice_rt import audio as audio_ops
 from omnivoice_rt.bidirectional import llm_feeds
-from omnivoice_rt.manifest import load_manifest
 from omnivoice_rt.prompt import Prompt, TextTokenizer, build_prompt
 from omnivoice_rt.sessions import load_graphs
 from omnivoice_rt.text import (
@@ -133,8 +132,7 @@ class OmniVoiceONNX:
         onnx-community/OmniVoice-Onnx (see :mod:`omnivoice_rt.hub`)."""
         from omnivoice_rt.hub import resolve_artifacts
 
-        root, overrides = resolve_artifacts(source, precision, download_progress)
-        manifest = load_manifest(root)
+        root, manifest, overrides = resolve_artifacts(source, precision, download_progress)
         graphs, codec = load_graphs(root, precision, providers, verify, threads, overrides, manifest)
         voice = cls(root, precision, graphs, codec, manifest)
         voice.repaired_llm = overrides.get("llm_decoder")

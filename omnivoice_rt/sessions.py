@@ -81,30 +81,33 @@ def open_graph(role: str, path: Path, providers: list[str], threads: int | None 
     return Graph(role, path, session, signature, inputs, outputs)
 
 
-def open_codec(root: Path, manifest: dict, precision: str, providers: list[str], threads: int | None = None):
-    """The first codec of ``precision``'s candidates that loads and decodes to finite samples."""
+def load_codec(root: Path, spec: dict, num_codebooks: int, providers: list[str], threads: int | None = None):
+    """The codec whose four graphs ``spec`` lists; ``ArtifactError`` when one does not load or the
+    decoder gives NaN."""
     from omnivoice_rt.codec import Codec
 
+    graphs = {role: open_graph(role, safe_join(root, spec["graphs"][role]["file"]), providers, threads)
+              for role in CODEC_ROLES}  # fmt: skip
+    return Codec(graphs, num_codebooks)
+
+
+def open_codec(root: Path, manifest: dict, precision: str, providers: list[str], threads: int | None = None):
+    """The first codec of ``precision``'s candidates that loads and decodes to finite samples."""
     candidates = codec_candidates(manifest, precision)
     if not candidates:
         raise ArtifactError(
             f"{root} has no codec ({'/'.join(CODEC_ROLES)} in audio_tokenizer/): download the repository's "
             "audio_tokenizer/ folder, or build it with `python build_artifacts.py --include-higgs`"
         )
-
-    def codec_from(spec: dict):
-        graphs = {role: open_graph(role, safe_join(root, spec["graphs"][role]["file"]), providers, threads)
-                  for role in CODEC_ROLES}  # fmt: skip
-        return Codec(graphs, int(manifest["model"]["num_audio_codebook"]))
-
+    codebooks = int(manifest["model"]["num_audio_codebook"])
     *preferred, (_, main) = candidates
     for index, (folder, spec) in enumerate(preferred):
         try:
-            return codec_from(spec)
+            return load_codec(root, spec, codebooks, providers, threads)
         except ArtifactError as exc:
             logger.warning("the codec in %s/ is unusable (%s); using the one in %s/ instead",
                            folder, exc, candidates[index + 1][0])  # fmt: skip
-    return codec_from(main)
+    return load_codec(root, main, codebooks, providers, threads)
 
 
 def load_graphs(
