@@ -7,7 +7,6 @@ the upstream ``omnivoice`` PyTorch model loaded from the same checkpoint.
 from __future__ import annotations
 
 import contextlib
-import shutil
 import sys
 from pathlib import Path
 
@@ -107,7 +106,7 @@ def app_server(cpu_artifacts, tmp_path_factory):
         yield url
 
 
-# ----------------------------------------------------------------------------- a published-layout repo
+# ----------------------------------------------------------------------------- the published repo
 
 
 def make_causal(path: Path) -> None:
@@ -131,17 +130,18 @@ def is_causal(path: Path) -> bool:
 
 
 @pytest.fixture(scope="session")
-def published(cpu_artifacts, fp32_artifacts, tmp_path_factory) -> Path:
-    """A tiny repo in the published layout: no manifest, causal LLMs, and in ``int4/`` the fp32
-    builder output (so that, repaired, it must give exactly our fp32 build's codes)."""
-    folder = tmp_path_factory.mktemp("published") / "repo"
-    shutil.copytree(cpu_artifacts, folder)
-    shutil.rmtree(folder / "int4")
-    shutil.copytree(fp32_artifacts / "fp32", folder / "int4")
-    (folder / "omnivoice_manifest.json").unlink()
-    for llm in (folder / "llm_decoder.onnx", folder / "int4" / "llm_decoder.onnx"):
-        make_causal(llm)
-        assert is_causal(llm)
-    return folder
+def published(tiny_checkpoint, tmp_path_factory) -> Path:
+    """A replica of onnx-community/OmniVoice-Onnx built to its contract (omnivoice_build.published):
+    the root fp16 profile as published, and in ``int4/`` fp32 graphs under the published names
+    with a causal LLM, so that, repaired, its codes must equal our fp32 build's exactly."""
+    from omnivoice_build.published import build_replica
+
+    return build_replica(tiny_checkpoint, tmp_path_factory.mktemp("published") / "repo", exact=True)
 
 
+@pytest.fixture(scope="session")
+def published_int4(tiny_checkpoint, tmp_path_factory) -> Path:
+    """The replica as published: ``int4/`` with int4 encoder and heads (block 128) and int4 LLM."""
+    from omnivoice_build.published import build_replica
+
+    return build_replica(tiny_checkpoint, tmp_path_factory.mktemp("published-int4") / "repo")

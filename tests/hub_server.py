@@ -16,7 +16,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-COMMIT = "c0ffee" + "0" * 34
 LFS_THRESHOLD = 10_000  # files at least this big are served as LFS files, as the Hub does for weights
 
 
@@ -37,6 +36,7 @@ class HubServer:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
     def _build_index(self) -> dict[str, dict]:
+        """Every file's size and ids; the commit hash changes with the content, as on the Hub."""
         index = {}
         for path in sorted(p for p in self.folder.rglob("*") if p.is_file()):
             data = path.read_bytes()
@@ -44,6 +44,7 @@ class HubServer:
             if len(data) >= LFS_THRESHOLD:
                 entry["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
             index[path.relative_to(self.folder).as_posix()] = entry
+        self.commit = hashlib.sha1(json.dumps(index, sort_keys=True).encode()).hexdigest()
         return index
 
     def file_requests(self) -> list[str]:
@@ -95,7 +96,7 @@ class _Handler(BaseHTTPRequestHandler):
         api = f"/api/models/{hub.repo_id}"
         if path.startswith(api + "/revision/"):
             siblings = [{"rfilename": p} for p in hub._index]
-            return self._json({"id": hub.repo_id, "modelId": hub.repo_id, "sha": COMMIT, "siblings": siblings, "private": False})
+            return self._json({"id": hub.repo_id, "modelId": hub.repo_id, "sha": hub.commit, "siblings": siblings, "private": False})
         if path.startswith(api + "/tree/"):
             entries, folders = [], set()
             for name, entry in hub._index.items():
@@ -115,7 +116,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._not_found(f"{name} does not exist on revision main")
         data = (hub.folder / name).read_bytes()
         self.send_response(200)
-        self.send_header("X-Repo-Commit", COMMIT)
+        self.send_header("X-Repo-Commit", hub.commit)
         etag = entry["lfs"]["oid"] if "lfs" in entry else entry["oid"]
         self.send_header("ETag", f'"{etag}"')
         if "lfs" in entry:
