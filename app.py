@@ -11,6 +11,7 @@ settings, progress over download and unmasking, and two stable API endpoints for
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import random
@@ -18,13 +19,13 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
 import numpy as np
 
-from omnivoice_rt.hub import DEFAULT_REPO
+from omnivoice_rt.hub import DEFAULT_REPO, available_precisions
 from omnivoice_rt.manifest import PROFILE_DIRS, ArtifactError, load_manifest
 from omnivoice_rt.model import OmniVoiceONNX, Speech
 from omnivoice_rt.text import (
@@ -63,35 +64,109 @@ class Config:
     source: str | None = None  # artifact folder or Hub repo; None: $OMNIVOICE_REPO or the default repo
     precision: str = "int4"
     threads: int | None = None
+    preload: bool = False  # load the default precision in the background as the server starts
+    concurrency: int = 1  # syntheses at once; loads and downloads do not take a slot
 
 
-@dataclass
+def offered_precisions(source: str | None) -> list[str]:
+    """What the selector offers: the precisions the source has (its manifest, or the repo's file
+    list, asked once), cuda only with CUDA; every CPU precision when the Hub cannot be asked."""
+    import onnxruntime as ort
+
+    try:
+        found = available_precisions(source)
+    except ArtifactError as exc:
+        logger.warning("%s", exc)
+        found = None
+    has_cuda = "CUDAExecutionProvider" in ort.get_available_providers()
+    return [p for p in PRECISIONS if (p in found if found else p != "cuda" or has_cuda)]
+
+
 class Voices:
-    """Each precision's ``OmniVoiceONNX``, loaded once on first use and kept."""
+    """Each precision's ``OmniVoiceONNX``, loaded once and kept. Each precision has its own lock,
+    so a request for a loaded precision never waits behind another one's download. ``activity``
+    says what a load under way is doing, ``failures`` why the last one failed, for the page."""
 
-    config: Config
-    loaded: dict[str, OmniVoiceONNX] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    def __init__(self, config: Config, offered: list[str] | None = None):
+        self.config = config
+        self.offered = offered or list(PRECISIONS)
+        self.loaded: dict[str, OmniVoiceONNX] = {}
+        self.activity: dict[str, str] = {}
+        self.failures: dict[str, str] = {}
+        self._locks = {precision: threading.Lock() for precision in PRECISIONS}
+        self._slots = threading.BoundedSemaphore(config.concurrency)
+
+    @contextlib.contextmanager
+    def slot(self, progress=None):
+        """One of the ``concurrency`` synthesis slots: the model work of a request runs inside one,
+        its download and load outside, so a load never holds up requests for a loaded precision."""
+        if not self._slots.acquire(blocking=False):
+            if progress is not None:
+                progress(0.0, desc="Waiting for the synthesis before this one")
+            self._slots.acquire()
+        try:
+            yield
+        finally:
+            self._slots.release()
 
     def get(self, precision: str, progress=None) -> OmniVoiceONNX:
-        if precision not in PRECISIONS:
-            raise gr.Error(f"Unknown precision {precision!r}; choose one of {', '.join(PRECISIONS)}.")
-        with self.lock:
+        if precision not in self.offered:
+            raise gr.Error(f"Precision {precision!r} is not offered here; choose one of {', '.join(self.offered)}.")
+        voice = self.loaded.get(precision)
+        if voice is not None:
+            return voice
+        lock = self._locks[precision]
+        if lock.locked() and progress is not None:
+            progress(0.0, desc=f"Waiting for the {precision} model to load")
+        with lock:
             if precision not in self.loaded:
-                report = (lambda f, msg: progress(f, desc=msg)) if progress is not None else None
-                self.loaded[precision] = OmniVoiceONNX.load(
-                    self.config.source, precision, threads=self.config.threads, download_progress=report
-                )
+                self._load(precision, progress)
             return self.loaded[precision]
 
+    def _load(self, precision: str, progress) -> None:
+        def report(fraction: float, message: str) -> None:
+            self.activity[precision] = f"{message}: {fraction:.0%}"
+            if progress is not None:
+                progress(fraction, desc=message)
+
+        self.activity[precision] = "Loading"
+        started = time.perf_counter()
+        try:
+            self.loaded[precision] = OmniVoiceONNX.load(self.config.source, precision, threads=self.config.threads,
+                                                        download_progress=report)  # fmt: skip
+            self.failures.pop(precision, None)
+        except Exception as exc:
+            self.failures[precision] = str(exc)
+            raise
+        finally:
+            self.activity.pop(precision, None)
+        logger.info("loaded %s in %.1f s", precision, time.perf_counter() - started)
+
+    def preload(self, precision: str) -> threading.Thread:
+        """Load ``precision`` in the background; requests for it wait for this load."""
+
+        def run() -> None:
+            try:
+                self.get(precision)
+            except Exception as exc:  # noqa: BLE001 - kept in activity; a request will try again
+                logger.warning("preloading %s failed: %s", precision, exc)
+
+        thread = threading.Thread(target=run, name=f"preload-{precision}", daemon=True)
+        thread.start()
+        return thread
+
     def describe(self, precision: str) -> str:
-        """What the precision is made of, and whether it is loaded, on disk, or still to download."""
+        """What the precision is made of, and whether it is loaded, loading, on disk, or still to download."""
         title = f"**{PRECISIONS.get(precision, precision)}**."
         voice = self.loaded.get(precision)
         if voice is not None:
             size = graphs_size(voice.root, voice.manifest["profiles"][precision]["graphs"])
             repaired = " The LLM was repaired to attend bidirectionally." if voice.repaired_llm else ""
-            return f"{title} Loaded from `{voice.root}`, {size / 1e6:.0f} MB on disk.{repaired}"
+            return f"{title} Loaded from `{voice.root}`, {size / 1e6:.0f} MB on disk: ready.{repaired}"
+        if precision in self.activity:
+            return f"{title} {self.activity[precision]}…"
+        if precision in self.failures:
+            return f"{title} It could not be loaded ({self.failures[precision]}); the next synthesis tries again."
         return f"{title} {availability(self.config.source, precision)} The first synthesis with it loads it."
 
 
@@ -154,7 +229,9 @@ def run_synthesis(voices: Voices, precision: str, progress, **kwargs) -> tuple[t
     """Load the precision, synthesize with a step-by-step progress bar, turn errors into gr.Error."""
     try:
         voice = voices.get(precision, progress)
-        speech = voice.generate(progress=lambda done, total: progress(done / total, desc=f"Step {done}/{total}"), **kwargs)
+        with voices.slot(progress):
+            speech = voice.generate(progress=lambda done, total: progress(done / total, desc=f"Step {done}/{total}"),
+                                    **kwargs)  # fmt: skip
     except (ValueError, ArtifactError, FileNotFoundError) as exc:
         raise gr.Error(str(exc)) from exc
     return (speech.sample_rate, speech.waveform), result_line(speech, kwargs.get("seed", 0))
@@ -188,7 +265,9 @@ def make_handlers(voices: Voices):
         if not ref_audio:
             raise gr.Error("Record or upload a reference voice first.")
         try:
-            prompt = voices.get(precision, progress).create_voice_prompt(ref_audio, ref_text)
+            voice = voices.get(precision, progress)
+            with voices.slot(progress):
+                prompt = voice.create_voice_prompt(ref_audio, ref_text)
         except (ValueError, ArtifactError) as exc:
             raise gr.Error(str(exc)) from exc
         path = Path(tempfile.mkdtemp(prefix="voice-")) / f"voice-{time.strftime('%Y%m%d-%H%M%S')}.npz"
@@ -229,14 +308,22 @@ def tag_buttons(textbox: gr.Textbox) -> None:
 
 def build_demo(config: Config | None = None) -> gr.Blocks:
     config = config or Config()
-    voices = Voices(config)
+    offered = offered_precisions(config.source)
+    default = config.precision if config.precision in offered else offered[0]
+    voices = Voices(config, offered)
+    if config.preload:
+        voices.preload(default)
     synthesize, clone, save_prompt = make_handlers(voices)
     with gr.Blocks(title="OmniVoice ONNX") as demo:
         gr.Markdown("# OmniVoice ONNX\nOmnilingual text-to-speech on ONNX Runtime: no PyTorch, fast on a CPU.")
         with gr.Row():
-            precision = gr.Radio(list(PRECISIONS), value=config.precision, label="Precision", scale=1)
-            precision_info = gr.Markdown(voices.describe(config.precision))
+            precision = gr.Radio(offered, value=default, label="Precision", scale=1, elem_id="precision")
+            precision_info = gr.Markdown(voices.describe(default), elem_id="precision-info")
         precision.change(voices.describe, precision, precision_info, api_visibility="private")
+        # While a load is under way, the precision line follows it (outside the synthesis queue).
+        watch = gr.Timer(1.0, active=config.preload)
+        watch.tick(lambda p: (voices.describe(p), gr.Timer(active=bool(voices.activity))), precision,
+                   [precision_info, watch], queue=False, show_progress="hidden", api_visibility="private")  # fmt: skip
         with gr.Tabs():
             with gr.Tab("Text to speech", id="tts"):
                 text = gr.Textbox(label="Text", lines=4, placeholder="What should be said?", elem_id="tts-text")
@@ -290,8 +377,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="ONNX Runtime threads per session")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    demo = build_demo(Config(args.artifacts, args.precision, args.threads))
-    demo.queue(default_concurrency_limit=args.concurrency, max_size=32)
+    demo = build_demo(Config(args.artifacts, args.precision, args.threads, preload=True, concurrency=args.concurrency))
+    # Room beside the synthesis slots for requests that are downloading or loading another precision.
+    demo.queue(default_concurrency_limit=args.concurrency + len(PRECISIONS), max_size=32)
     demo.launch(server_name=args.host, server_port=args.port, max_file_size=MAX_UPLOAD, show_error=True)
     return 0
 

@@ -3,7 +3,8 @@
 It answers the calls ``huggingface_hub`` makes for ``snapshot_download``: repo info, the recursive
 tree listing (with LFS sha256 for large files), and HEAD/GET ``resolve`` for each file, with the
 Hub's headers (``X-Repo-Commit``, ``ETag``, ``X-Linked-Etag``, ``X-Linked-Size``). Faults for
-tests: ``missing`` paths answer 404, ``truncated`` paths send half their bytes. ``requests``
+tests: ``missing`` paths answer 404, ``truncated`` paths send half their bytes, ``delays`` make a
+download slow. ``requests``
 records every file request, so a test can tell whether anything was downloaded.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -25,6 +27,7 @@ class HubServer:
         self.repo_id = repo_id
         self.missing: set[str] = set()
         self.truncated: set[str] = set()
+        self.delays: dict[str, float] = {}  # seconds to wait before sending a file's bytes: a slow download
         self.requests: list[tuple[str, str]] = []  # (method, path) of every resolve request
         self._index = self._build_index()
         handler = type("Handler", (_Handler,), {"hub": self})
@@ -126,6 +129,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Accept-Ranges", "bytes")
         self.end_headers()
         if self.command == "GET":
+            time.sleep(hub.delays.get(name, 0.0))
             body = data[: len(data) // 2] if name in hub.truncated else data
             self.wfile.write(body)
             if name in hub.truncated:

@@ -1,11 +1,15 @@
-"""The app when its artifact source fails: the Hub down at start, an unwritable cache."""
+"""The app on a Hub source: the published repo as a Space starts on it, the Hub down at start, an unwritable cache."""
 
 from __future__ import annotations
+
+import threading
+import time
 
 import pytest
 import soundfile as sf
 from gradio_client import Client
 
+from omnivoice_rt.hub import DEFAULT_REPO
 from tests.conftest import free_port, running_app
 from tests.hub_server import HubServer
 from tests.test_app import FIXED
@@ -40,5 +44,55 @@ def test_unwritable_cache_is_reported(published, tmp_path):
         with running_app([], tmp_path / "app.log", **hub_env(hub.endpoint, blocker / "hf")) as url:
             with pytest.raises(Exception, match="set HF_HOME to a writable folder"):
                 Client(url, verbose=False).predict("Hello.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
+    finally:
+        hub.stop()
+
+
+# ----------------------------------------------------------------------------- the published repo, as a Space starts on it
+
+
+def wait_for(condition, timeout: float = 120.0, what: str = "") -> None:
+    deadline = time.time() + timeout
+    while not condition():
+        if time.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def test_space_on_the_published_repo_starts_ready_and_offers_what_it_has(published, tmp_path):
+    """The default repo (a replica of it), no OMNIVOICE_REPO: int4 is fetched, repaired and loaded
+    as the server starts, before any request; the selector offers the repo's two profiles; a
+    request for the loaded int4 runs while fp16 is still downloading."""
+    hub = HubServer(published, DEFAULT_REPO).start()
+    hub.delays["llm_decoder.onnx.data"] = 8.0  # the root (fp16) LLM downloads slowly
+    env = {k: v for k, v in hub_env(hub.endpoint, tmp_path / "hf").items() if k != "OMNIVOICE_REPO"}
+    log = tmp_path / "app.log"
+    try:
+        with running_app([], log, **env) as url:
+            wait_for(lambda: "loaded int4" in log.read_text(), what="the int4 preload")
+            assert "int4/llm_decoder.onnx.data" in hub.file_requests()
+            client = Client(url, verbose=False)
+            info = client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/synthesize"]
+            precision = next(p for p in info["parameters"] if p["parameter_name"] == "precision")
+            assert precision["python_type"]["type"] == "Literal['int4', 'fp16']"
+            assert precision["parameter_default"] == "int4"
+
+            fetched = len(hub.file_requests())
+            path, line = client.predict("Hello.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
+            assert sf.read(path)[1] == 24000 and "int4" in line
+            assert len(hub.file_requests()) == fetched  # the request used the preloaded model
+
+            slow = {}
+            fp16 = threading.Thread(target=lambda: slow.update(result=Client(url, verbose=False).predict(
+                "Hello.", "Auto", "", "fp16", **FIXED, api_name="/synthesize")))  # fmt: skip
+            fp16.start()
+            wait_for(lambda: "llm_decoder.onnx.data" in hub.file_requests(), what="the fp16 download")
+            path, line = client.predict("Again.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
+            assert "int4" in line and fp16.is_alive()  # served while fp16 was still downloading
+            fp16.join(timeout=120)
+            assert "fp16" in slow["result"][1]
+            assert "audio_tokenizer/fp16/ is unusable" in log.read_text()
+            with pytest.raises(Exception, match="fp32"):
+                client.predict("Hi.", "Auto", "", "fp32", **FIXED, api_name="/synthesize")
     finally:
         hub.stop()

@@ -49,6 +49,16 @@ def wait_for_result(page, previous: str, precision: str, timeout: float = 120_00
     return page.inner_text("#result-info").strip().split("\n")[-1]
 
 
+def test_the_page_says_when_the_default_precision_is_ready(page):
+    """The server loads int4 as it starts; the precision line follows that load without a click."""
+    page.wait_for_function("() => document.querySelector('#precision-info').innerText.includes('Loaded from')",
+                           timeout=120_000)  # fmt: skip
+    assert "ready" in page.inner_text("#precision-info")
+    labels = page.locator("#precision label").all_inner_texts()
+    assert [label.strip() for label in labels] == ["int4", "int8", "fp16"]  # the folder's profiles, no cuda
+    page.screenshot(path=str(SHOTS / "0-ready.png"), full_page=True)
+
+
 def test_generate_switch_precision_and_clone(page, tmp_path):
     page.fill("#tts-text textarea", "Hello from a real browser.")
     page.get_by_role("button", name="[laughter]").click()
@@ -57,7 +67,6 @@ def test_generate_switch_precision_and_clone(page, tmp_path):
     assert page.input_value("#tts-text textarea") == "Hello from a real browser.[laughter]"
     page.click("#tts-generate")
     info = wait_for_result(page, "", "int4")
-    assert "Loaded from" in page.inner_text("body")
     page.screenshot(path=str(SHOTS / "1-text-to-speech.png"), full_page=True)
 
     page.get_by_label("fp16").check()
