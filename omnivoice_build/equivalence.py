@@ -37,6 +37,7 @@ class Comparison:
     frames: int
     max_abs_diff: float  # of the final waveforms; inf when their lengths differ
     upstream_peak: float
+    codes: list = None  # the runtime's (C, T) codes of each chunk
 
     def __str__(self) -> str:
         verdict = "equal" if self.codes_equal else "DIFFER"
@@ -70,7 +71,7 @@ def compare(name: str, upstream_model, runtime, **kwargs) -> Comparison:
     )
     diff = float(np.abs(expected - speech.waveform).max()) if expected.shape == speech.waveform.shape else float("inf")
     frames = sum(c.shape[1] for c in speech.codes)
-    return Comparison(name, equal, len(speech.codes), frames, diff, float(np.abs(expected).max()))
+    return Comparison(name, equal, len(speech.codes), frames, diff, float(np.abs(expected).max()), speech.codes)
 
 
 def run_all(checkpoint: str, artifacts: str, ref_audio: str, precision: str = "fp32") -> list[Comparison]:
@@ -108,3 +109,34 @@ def write_reference(path: str, seconds: float = 3.0, rate: int = 16000, channels
     mono = speechlike(seconds, rate)
     sf.write(path, np.stack([mono * (1 - 0.2 * c) for c in range(channels)], axis=1), rate)
     return path
+
+
+def next_step_agreement(voice, reference, texts: list[str], seed: int = 1) -> list[float]:
+    """How often ``voice`` predicts the code ``reference`` predicts, one step at a time.
+
+    Greedy generations of two precisions part ways after a few steps (each choice changes the
+    context of the next), so whole-generation agreement measures divergence, not precision. Here
+    both models see the same states, taken from ``reference``'s own generation with a quarter to
+    all of the codes masked again, and their guided argmax at the masked positions is compared.
+    One share per state."""
+    from omnivoice_rt.model import GenerationSettings
+    from omnivoice_rt.prompt import build_prompt
+    from omnivoice_rt.unmask import predict
+
+    settings, rng = GenerationSettings(), np.random.default_rng(seed)
+
+    def predictions(model, text, tokens):
+        prompt = build_prompt(model.tokenizer, text, tokens.shape[1], num_codebooks=model.num_codebooks,
+                              mask_id=model.mask_id)  # fmt: skip
+        cond, uncond = model._forward_for(prompt)(tokens)
+        return predict(cond, uncond, settings, model.mask_id, rng)[0]
+
+    shares = []
+    for text in texts:
+        final = reference.generate(text, **GREEDY).codes[0]
+        for fraction in (1.0, 0.75, 0.5, 0.25):
+            masked = rng.random(final.shape) < fraction
+            tokens = np.where(masked, reference.mask_id, final)
+            same = predictions(voice, text, tokens) == predictions(reference, text, tokens)
+            shares.append(float(same[masked].mean()))
+    return shares

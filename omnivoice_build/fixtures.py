@@ -72,6 +72,8 @@ LLM_SIZES = {
     ),
 }  # fmt: skip
 
+ATTENTION_GAIN = 3.0  # of the per-head q and k norms, see make_checkpoint
+
 # The tiny Higgs keeps every stride and rate of the real one (24 kHz, hop 960, 25 frames/s,
 # HuBERT at 16 kHz, 1024 codes, 8 quantizers) and shrinks only the widths and depths.
 _TINY_HIGGS = {
@@ -188,6 +190,15 @@ def make_checkpoint(output: str | Path, size: str = "tiny", seed: int = 0) -> Pa
     config.architectures = ["OmniVoice"]
     model = OmniVoice(config).eval()
     _scaled_normal_(model, torch.Generator().manual_seed(seed))
+    # Qwen3 normalises q and k per head, so the projections' scale cannot sharpen attention: the
+    # norms' gains do. At gains near 1 a random model attends almost uniformly, the target positions
+    # (all mask ids at first) stay alike, and greedy decoding commits one code per codebook nearly
+    # everywhere, so that "equal codes" would prove little. At 3 the codes vary along the target
+    # (tests/test_runtime.py checks that every case's codebooks do).
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith(("q_norm.weight", "k_norm.weight")):
+                param.mul_(ATTENTION_GAIN)
     model.save_pretrained(out)
     logger.info("wrote the %s OmniVoice weights to %s", size, out)
 

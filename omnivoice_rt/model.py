@@ -16,6 +16,7 @@ Everything follows upstream ``OmniVoice.generate`` (omnivoice 0.2.1). Difference
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import unicodedata
 from collections.abc import Callable
@@ -121,6 +122,7 @@ class OmniVoiceONNX:
         self.tokenizer = TextTokenizer(root / "tokenizer.json")
         llm_input = graphs["llm_decoder"].input("inputs_embeds")
         self._llm_dtype = np.float16 if llm_input.dtype == "float16" else np.float32
+        self._call = threading.local()  # what one generate call measures
 
     @classmethod
     def load(cls, source: str | Path | None = None, precision: str = "int4", providers: list[str] | None = None,
@@ -143,7 +145,8 @@ class OmniVoiceONNX:
     def _run(self, name: str, feeds: dict, outputs: list[str] | None = None) -> list[np.ndarray]:
         started = time.perf_counter()
         result = self.graphs[name].run(outputs, feeds)
-        self._timings[name] = self._timings.get(name, 0.0) + time.perf_counter() - started
+        timings = self._call.__dict__.setdefault("timings", {})
+        timings[name] = timings.get(name, 0.0) + time.perf_counter() - started
         return result
 
     def _embed(self, ids: np.ndarray, audio_mask: np.ndarray) -> np.ndarray:
@@ -230,7 +233,7 @@ class OmniVoiceONNX:
     ) -> Speech:
         """Speech for ``text``; ``overrides`` are fields of :class:`GenerationSettings` (num_step=16, ...)."""
         started = time.perf_counter()
-        self._timings: dict[str, float] = {}
+        self._call.timings = {}  # per thread: one voice may serve several requests at once
         settings = replace(settings or GenerationSettings(), **overrides)
         settings.validate()
         text = check_text(text)
@@ -282,7 +285,7 @@ class OmniVoiceONNX:
                 "decode": decoded - unmasked,
                 "postprocess": total - (decoded - started),
                 "total": total,
-                **{f"model.{k}": v for k, v in self._timings.items()},
+                **{f"model.{k}": v for k, v in self._call.timings.items()},
             },
             "rtf": total / max(speech.seconds, 1e-9),
         }

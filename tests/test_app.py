@@ -49,6 +49,7 @@ def test_same_seed_same_audio_and_precisions_differ(client):
     fp16, info = client.predict("Seeded.", "Auto", "", "fp16", **FIXED, api_name="/synthesize")
     np.testing.assert_array_equal(read(first)[0], read(again)[0])
     assert "fp16" in info and read(fp16)[0].shape == read(first)[0].shape
+    assert np.abs(read(fp16)[0] - read(first)[0]).max() > 1e-3  # another model, another result
 
 
 def test_clone_uploads_a_reference(client, reference):

@@ -7,7 +7,10 @@ int4 row has only 4 blocks of 32, the worst case for block-wise quantization):
 - int4 encoder (GatherBlockQuantized, symmetric RTN): each value is off by at most half a step,
   1/14 of its block's largest magnitude: that bound itself is asserted.
 - fp16 encoder and heads: fp16's 11-bit mantissa, measured 3e-4 relative, bound 2e-3.
-- int4 LLM: measured cosine 0.995 of the hidden states to fp32, bound 0.98.
+- int4 LLM: measured cosine 0.90 of the hidden states to fp32, bound 0.8. The fixture's attention
+  is sharpened (q/k norm gains 3, see omnivoice_build/fixtures.py), so rounding moves attention
+  weights more than at gains near 1 (0.995 there); the bound guards against a regression (wrong
+  or causal weights fall near 0), it is no quality figure for the real model.
 """
 
 from __future__ import annotations
@@ -195,4 +198,4 @@ def test_int4_llm_uses_block_32_and_stays_close(cpu_artifacts, int4, fp32):
     embeds = np.random.default_rng(10).standard_normal((1, 30, 128)).astype(np.float32)
     mask = np.ones((1, 30), dtype=np.int64)
     similarity = cosine(run_llm(int4, embeds, mask), run_llm(fp32, embeds, mask))
-    assert 0.98 < similarity < 1.0
+    assert 0.8 < similarity < 1.0

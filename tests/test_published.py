@@ -3,9 +3,8 @@ their contract (omnivoice_build.published), never on our own build with a file r
 
 Exact comparisons use the replica whose ``int4/`` holds fp32 graphs under the published names:
 repaired, its codes must equal our fp32 build's. The replica as published (int4 block 128, int4
-heads) is compared by agreement: measured on this tiny fixture, greedy, three texts, 0.57-0.67 of
-all codes and 0.98-1.0 of the first codebook equal our fp32 build's; asserted >= 0.4 and >= 0.85,
-a regression guard (a causal LLM, a mis-bound graph or wrong positions give chance, 1/1024).
+heads) is checked for its quantization and for speaking; no agreement with fp32 is asserted for
+int4 on the random tiny model (tests/test_runtime.py says why).
 """
 
 from __future__ import annotations
@@ -103,16 +102,16 @@ def test_llm_with_position_ids_is_fed_them(published, tiny_checkpoint, fp32_voic
     assert np.abs(right - wrong).max() > 0.1
 
 
-def test_int4_as_published_agrees_with_fp32(published_int4, fp32_voice):
+def test_int4_as_published_loads_and_speaks(published_int4):
     voice = OmniVoiceONNX.load(published_int4, "int4")
-    heads = onnx.load(str(published_int4 / "int4/audio_heads_decoder.onnx"))
-    assert [n for n in heads.graph.node if n.op_type == "MatMulNBits"]  # int4 heads, as published
-    overall, first = [], []
+    for role in ("audio_embeddings_encoder", "audio_heads_decoder"):  # int4, block 128, as published
+        graph = onnx.load(str(published_int4 / f"int4/{role}.onnx"))
+        blocks = {a.i for n in graph.graph.node if n.op_type in ("MatMulNBits", "GatherBlockQuantized")
+                  for a in n.attribute if a.name == "block_size"}  # fmt: skip
+        assert blocks == {128}, role
     for text in TEXTS:
-        codes, reference = codes_of(voice, text), codes_of(fp32_voice, text)
-        overall.append((codes == reference).mean())
-        first.append((codes[0] == reference[0]).mean())
-    assert np.mean(overall) >= 0.4 and np.mean(first) >= 0.85, (overall, first)
+        codes = codes_of(voice, text)
+        assert codes.max() < 1024 and all(len(np.unique(row)) > 3 for row in codes)
 
 
 def test_a_decoder_that_gives_nan_falls_back_to_the_main_codec(published, tmp_path, caplog):

@@ -1,9 +1,10 @@
 """Strange input, many callers, faults and unsafe requests against the real server on 127.0.0.1.
 
-The load test is bounded: 4 concurrent ``gradio_client`` callers, 3 requests each, tiny
-artifacts. Every request must come back with its own audio (each caller asks for a different
-duration and seed, and gets exactly what a lone request with those settings gives) or with a
-queue-full message; the server's memory is sampled before and after.
+The load test is bounded: 4 concurrent ``gradio_client`` callers, 3 requests each, over two
+precisions on a server with two synthesis slots, tiny artifacts. Every request must come back
+with its own audio (each caller asks for a different duration, seed and precision, and gets
+exactly what a lone request with those settings gives); the server's memory is sampled before
+and after.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ import pytest
 import soundfile as sf
 from gradio_client import Client, handle_file
 
+from tests.conftest import running_app
 from tests.test_app import FIXED
 
 CALLERS, REQUESTS = 4, 3
+PRECISION_OF = ("int4", "fp16")  # even callers use int4, odd ones fp16
 
 
 @pytest.fixture(scope="module")
@@ -81,44 +84,48 @@ def test_bad_references_through_the_api(client, tmp_path):
         client.predict("Hi.", handle_file(str(tmp_path / "truncated.wav")), "Hi.", None, "Auto", "int4", **FIXED, api_name="/clone")
 
 
-def test_concurrent_callers_each_get_their_own_audio(app_server):
+def test_concurrent_callers_each_get_their_own_audio(cpu_artifacts, tmp_path):
+    """A server with two synthesis slots; callers alternate int4 and fp16, so two precisions are in
+    flight at once. Every request must be served, with exactly what a lone request gives."""
     import psutil
 
-    server = next(p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] and "app.py" in " ".join(p.info["cmdline"])
-                  and app_server.rsplit(":", 1)[1] in " ".join(p.info["cmdline"]))  # fmt: skip
-    expected = {}
-    for caller in range(CALLERS):  # what each caller's request gives when it runs alone
-        path, _ = Client(app_server, verbose=False).predict(
-            f"Caller {caller}.", "Auto", "", "int4", **settings(duration=1.0 + 0.4 * caller, seed=caller), api_name="/synthesize"
-        )
-        expected[caller] = sf.read(path)[0]
-    memory_before = server.memory_info().rss
-    results, failures = {}, []
+    with running_app(["--artifacts", str(cpu_artifacts), "--concurrency", "2"], tmp_path / "app.log",
+                     HF_HUB_OFFLINE="1") as url:  # fmt: skip
+        port = url.rsplit(":", 1)[1]
+        server = next(p for p in psutil.process_iter(["cmdline"])
+                      if p.info["cmdline"] and "app.py" in " ".join(p.info["cmdline"]) and port in p.info["cmdline"])  # fmt: skip
 
-    def call(caller: int) -> None:
-        client = Client(app_server, verbose=False)
-        for request in range(REQUESTS):
-            try:
-                path, _ = client.predict(
-                    f"Caller {caller}.", "Auto", "", "int4", **settings(duration=1.0 + 0.4 * caller, seed=caller),
-                    api_name="/synthesize",
-                )  # fmt: skip
-                results[(caller, request)] = sf.read(path)[0]
-            except Exception as exc:  # noqa: BLE001 - a queue-full answer is allowed, anything else is not
-                failures.append((caller, request, str(exc)))
+        def request(client: Client, caller: int) -> np.ndarray:
+            path, info = client.predict(
+                f"Caller {caller}.", "Auto", "", PRECISION_OF[caller % 2], **settings(duration=1.0 + 0.4 * caller, seed=caller),
+                api_name="/synthesize",
+            )  # fmt: skip
+            assert PRECISION_OF[caller % 2] in info
+            return sf.read(path)[0]
 
-    threads = [threading.Thread(target=call, args=(c,)) for c in range(CALLERS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=300)
-    memory_after = server.memory_info().rss
-    assert not [f for f in failures if "queue" not in f[2].lower()], failures
-    assert len(results) + len(failures) == CALLERS * REQUESTS
+        expected = {caller: request(Client(url, verbose=False), caller) for caller in range(CALLERS)}  # each alone
+        memory_before = server.memory_info().rss
+        results, failures = {}, []
+
+        def call(caller: int) -> None:
+            client = Client(url, verbose=False)
+            for number in range(REQUESTS):
+                try:
+                    results[(caller, number)] = request(client, caller)
+                except Exception as exc:  # noqa: BLE001 - every failure is reported below
+                    failures.append((caller, number, str(exc)))
+
+        threads = [threading.Thread(target=call, args=(c,)) for c in range(CALLERS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=300)
+        memory_after = server.memory_info().rss
+    assert not failures and len(results) == CALLERS * REQUESTS, failures
     for (caller, _), audio in results.items():
         np.testing.assert_array_equal(audio, expected[caller])
     growth_mb = (memory_after - memory_before) / 2**20
-    print(f"\nload: {CALLERS} callers x {REQUESTS} requests, {len(failures)} queue-full, "
+    print(f"\nload: {CALLERS} callers x {REQUESTS} requests over int4 and fp16, two at a time, "
           f"server memory {memory_before / 2**20:.0f} -> {memory_after / 2**20:.0f} MB")  # fmt: skip
     assert growth_mb < 100
 

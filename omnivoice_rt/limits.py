@@ -1,0 +1,35 @@
+"""The bounds every door shares (the page, gradio_client, the CLI, the HTTP and MCP doors, batch):
+one table, each with the reason it is there. The README's limits section lists them.
+
+A request is measured against these before any model runs: text and transcripts by length,
+reference files by their header (never decoded when over the cap), voice prompt files by their
+members' headers (never decompressed when over), and the conditional row by the LLM's position
+table and the memory one attention layer needs for it.
+"""
+
+from __future__ import annotations
+
+import math
+
+MAX_TEXT_CHARS = 10_000  # text to speak; past ~30 s of speech it is made in chunks
+MAX_DURATION_S = 600.0  # a forced duration
+MAX_SPEED = 10.0
+MIN_REFERENCE_S = 0.5  # of sound in a reference, after silence removal
+MAX_REFERENCE_S = 30.0  # the codec's HuBERT attends over the whole reference: memory grows with its square
+MAX_SOURCE_S = 4 * MAX_REFERENCE_S  # a reference recording before silence removal, read from its header
+MAX_SOURCE_RATE = 192_000  # samples per second of a reference recording
+MAX_SOURCE_CHANNELS = 32
+MAX_TRANSCRIPT_CHARS = 2_000  # a reference's transcript: 30 s of fast speech is about 600 characters
+MAX_PROMPT_FILE_BYTES = 1 << 20  # a voice prompt .npz: 30 s of codes are 48 kB
+MAX_UPLOAD = "20mb"  # any upload to the Space
+# One attention layer holds heads x rows x rows float32 scores for the conditional row: at 2 GiB
+# the real model (16 heads) takes 5,792 positions, far beyond a 30 s reference and a 15 s chunk.
+ATTENTION_BUDGET_BYTES = 2 << 30
+
+
+def max_row(heads: int, position_table: int | None) -> tuple[int, str]:
+    """The longest conditional row the model may run, and what sets it."""
+    budget = math.isqrt(ATTENTION_BUDGET_BYTES // (4 * max(1, heads)))
+    if position_table and position_table <= budget:
+        return position_table, f"the LLM's position table ({position_table} positions)"
+    return budget, f"the attention memory budget ({ATTENTION_BUDGET_BYTES >> 20} MiB for one layer)"

@@ -1,0 +1,49 @@
+"""fp32 equality with upstream on the real-shaped checkpoint (Qwen3-0.6B body, the real Higgs
+config), not only the tiny one: the auto-voice and voice-clone cases at 4 steps.
+
+Slow (a few minutes: the checkpoint, an fp32 build of 2.4 GB, upstream in PyTorch), marked
+``slow``; CI runs it (``pytest`` runs every test; ``-m "not slow"`` leaves it out locally).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from omnivoice_build.equivalence import CASES, compare, write_reference
+from omnivoice_build.fixtures import make_checkpoint
+from omnivoice_rt.model import OmniVoiceONNX
+from tests.conftest import build
+
+pytestmark = pytest.mark.slow
+FULL_CASES = [case for case in CASES if case[0] in ("auto voice", "voice clone")]
+
+
+@pytest.fixture(scope="module")
+def full_checkpoint(tmp_path_factory):
+    return make_checkpoint(tmp_path_factory.mktemp("full") / "checkpoint", "full", seed=0)
+
+
+@pytest.fixture(scope="module")
+def full_voice(full_checkpoint, tmp_path_factory):
+    out = tmp_path_factory.mktemp("full-fp32")
+    build(full_checkpoint, out, "--device", "cpu_fp32", "--include-higgs", "--higgs-precision", "fp32")
+    return OmniVoiceONNX.load(out, "fp32")
+
+
+@pytest.fixture(scope="module")
+def full_upstream(full_checkpoint):
+    from omnivoice.models.omnivoice import OmniVoice
+
+    return OmniVoice.from_pretrained(str(full_checkpoint)).eval()
+
+
+@pytest.mark.parametrize("name,kwargs", FULL_CASES, ids=[c[0] for c in FULL_CASES])
+def test_full_size_codes_equal_upstream(name, kwargs, full_upstream, full_voice, tmp_path):
+    if "ref_text" in kwargs:
+        kwargs = {**kwargs, "ref_audio": write_reference(str(tmp_path / "reference.wav"))}
+    result = compare(name, full_upstream, full_voice, num_step=4, **kwargs)
+    assert result.codes_equal, str(result)
+    assert result.max_abs_diff <= 5e-4, str(result)
+    codes = np.concatenate(result.codes, axis=1)
+    assert codes.max() < 1024 and all(len(np.unique(row)) > 3 for row in codes), codes
