@@ -19,13 +19,16 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
 import numpy as np
 
+from omnivoice_rt.errors import REPORTED, Cancelled
 from omnivoice_rt.hub import DEFAULT_REPO, available_precisions
+from omnivoice_rt.limits import MAX_UPLOAD
 from omnivoice_rt.manifest import PROFILE_DIRS, ArtifactError, load_manifest
 from omnivoice_rt.model import OmniVoiceONNX, Speech
 from omnivoice_rt.text import (
@@ -47,7 +50,6 @@ PRECISIONS = {
 LANGUAGES = ["Auto"] + sorted(language_display_name(name) for name in LANG_NAME_TO_ID)
 GENDERS, AGES, PITCHES, STYLES = (sorted({x for x in INSTRUCT_EXCLUSIVE[i] if x.isascii()}) for i in range(4))
 ACCENTS, DIALECTS = sorted(INSTRUCT_EXCLUSIVE[4]), sorted(INSTRUCT_EXCLUSIVE[5])
-MAX_UPLOAD = "20mb"
 REFERENCE_TIPS = (
     "A good reference: 3-10 s of one person speaking clearly, little background noise, in the language "
     "you will synthesize, with its exact transcript below. Or load a voice prompt saved earlier."
@@ -111,7 +113,7 @@ class Voices:
 
     def get(self, precision: str, progress=None) -> OmniVoiceONNX:
         if precision not in self.offered:
-            raise gr.Error(f"Precision {precision!r} is not offered here; choose one of {', '.join(self.offered)}.")
+            raise refused(f"Precision {precision!r} is not offered here; choose one of {', '.join(self.offered)}.")
         voice = self.loaded.get(precision)
         if voice is not None:
             return voice
@@ -225,16 +227,55 @@ def result_line(speech: Speech, seed: int) -> str:
             f"(real-time factor {meta['rtf']:.2f}), {meta['precision']}, {meta['steps']} steps, seed {seed}")  # fmt: skip
 
 
+def refused(message: str, visible: bool = True) -> gr.Error:
+    """The error a request gets back: one line on the page and in the API, one line in the log."""
+    logger.info("refused a request: %s", message)
+    return gr.Error(message, visible=visible, print_exception=False)
+
+
+def abandoned() -> Callable[[], bool]:
+    """For the request being handled: a function that says whether its client went away (page
+    closed, connection lost, request cancelled). Gradio marks such an event as no longer alive, or
+    drops it from its workers, but cannot stop the thread that serves it; the runtime asks this
+    after every step and stops. Uses Gradio's queue internals (gradio 6), covered by a test."""
+    from gradio.context import LocalContext
+
+    blocks, event_id = LocalContext.blocks.get(None), LocalContext.event_id.get(None)
+    if blocks is None or event_id is None or getattr(blocks, "_queue", None) is None:
+        return lambda: False
+
+    def gone() -> bool:
+        for job in blocks._queue.active_jobs:
+            for event in job or ():
+                if event._id == event_id:
+                    return not event.alive
+        return True
+
+    return gone
+
+
 def run_synthesis(voices: Voices, precision: str, progress, **kwargs) -> tuple[tuple[int, np.ndarray], str]:
     """Load the precision, synthesize with a step-by-step progress bar, turn errors into gr.Error."""
     try:
         voice = voices.get(precision, progress)
         with voices.slot(progress):
             speech = voice.generate(progress=lambda done, total: progress(done / total, desc=f"Step {done}/{total}"),
-                                    **kwargs)  # fmt: skip
-    except (ValueError, ArtifactError, FileNotFoundError) as exc:
-        raise gr.Error(str(exc)) from exc
+                                    should_stop=abandoned(), **kwargs)  # fmt: skip
+    except REPORTED as exc:
+        raise refused(str(exc)) from exc
+    except Cancelled as exc:
+        raise refused(str(exc), visible=False) from exc
     return (speech.sample_rate, speech.waveform), result_line(speech, kwargs.get("seed", 0))
+
+
+def prompt_file() -> Path:
+    """A fresh path for a saved voice prompt, in one folder whose files older than an hour go."""
+    folder = Path(tempfile.gettempdir()) / "omnivoice-prompts"
+    folder.mkdir(exist_ok=True)
+    for old in folder.glob("*.npz"):
+        if time.time() - old.stat().st_mtime > 3600:
+            old.unlink(missing_ok=True)
+    return Path(tempfile.mkstemp(prefix=f"voice-{time.strftime('%Y%m%d-%H%M%S')}-", suffix=".npz", dir=folder)[1])
 
 
 # ----------------------------------------------------------------------------- event handlers
@@ -252,7 +293,7 @@ def make_handlers(voices: Voices):
     def clone(text, ref_audio, ref_text, voice_prompt, language, precision, num_step=32, guidance=2.0, speed=1.0,
               duration=0.0, seed=0, randomize_seed=False, denoise=True, postprocess=True, progress=gr.Progress()):  # fmt: skip
         if not ref_audio and not voice_prompt:
-            raise gr.Error("Record or upload a reference voice (or load a voice prompt file) first.")
+            raise refused("Record or upload a reference voice (or load a voice prompt file) first.")
         seed = resolve_seed(seed, randomize_seed)
         return run_synthesis(
             voices, precision, progress, text=text, language=None if language in (None, "", "Auto") else language,
@@ -263,14 +304,14 @@ def make_handlers(voices: Voices):
 
     def save_prompt(ref_audio, ref_text, precision, progress=gr.Progress()):
         if not ref_audio:
-            raise gr.Error("Record or upload a reference voice first.")
+            raise refused("Record or upload a reference voice first.")
         try:
             voice = voices.get(precision, progress)
             with voices.slot(progress):
                 prompt = voice.create_voice_prompt(ref_audio, ref_text)
-        except (ValueError, ArtifactError) as exc:
-            raise gr.Error(str(exc)) from exc
-        path = Path(tempfile.mkdtemp(prefix="voice-")) / f"voice-{time.strftime('%Y%m%d-%H%M%S')}.npz"
+        except REPORTED as exc:
+            raise refused(str(exc)) from exc
+        path = prompt_file()
         prompt.save(path)
         return str(path)
 
@@ -314,7 +355,8 @@ def build_demo(config: Config | None = None) -> gr.Blocks:
     if config.preload:
         voices.preload(default)
     synthesize, clone, save_prompt = make_handlers(voices)
-    with gr.Blocks(title="OmniVoice ONNX") as demo:
+    # Uploads and results in Gradio's cache are deleted after an hour, checked every ten minutes.
+    with gr.Blocks(title="OmniVoice ONNX", delete_cache=(600, 3600)) as demo:
         gr.Markdown("# OmniVoice ONNX\nOmnilingual text-to-speech on ONNX Runtime: no PyTorch, fast on a CPU.")
         with gr.Row():
             precision = gr.Radio(offered, value=default, label="Precision", scale=1, elem_id="precision")

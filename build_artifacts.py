@@ -158,6 +158,7 @@ def model_section(checkpoint: Path) -> dict:
         "num_hidden_layers": llm["num_hidden_layers"],
         "num_attention_heads": llm["num_attention_heads"],
         "num_key_value_heads": llm["num_key_value_heads"],
+        "max_position_embeddings": llm.get("max_position_embeddings"),
         "head_dim": llm.get("head_dim", llm["hidden_size"] // llm["num_attention_heads"]),
         "text_vocab_size": llm["vocab_size"],
         "num_audio_codebook": config.get("num_audio_codebook", 8),

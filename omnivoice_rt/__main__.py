@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 
-from omnivoice_rt.manifest import ArtifactError
+from omnivoice_rt.errors import REPORTED
 
 logger = logging.getLogger("omnivoice_rt")
 
@@ -190,7 +190,7 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(message)s")
     try:
         return args.func(args)
-    except (ValueError, ArtifactError, FileNotFoundError) as exc:
+    except REPORTED as exc:
         if args.verbose:
             logger.exception("failed")
         print(f"error: {exc}", file=sys.stderr)

@@ -16,19 +16,21 @@ from pathlib import Path
 
 import numpy as np
 
+from omnivoice_rt.limits import MAX_SOURCE_CHANNELS, MAX_SOURCE_RATE, MAX_SOURCE_S
+
 SAMPLE_RATE = 24000
 
 
 # ----------------------------------------------------------------------------- loading
 
 
-def load_audio(source, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
+def load_audio(source, sample_rate: int = SAMPLE_RATE, max_seconds: float = MAX_SOURCE_S) -> np.ndarray:
     """A mono (1, T) float32 waveform at ``sample_rate`` from a path, bytes, or (array, rate).
 
-    Raises ``ValueError`` for anything that is not audio, naming what was wrong.
+    A file is measured from its header first (length, rate, channels) and refused, undecoded, when
+    over ``max_seconds``; it is then read in blocks, mixed to mono as it goes, so memory follows
+    the cap rather than the file. Raises ``ValueError`` for anything that is not usable audio.
     """
-    import soundfile as sf
-
     if isinstance(source, tuple):
         data, rate = source
         data = np.asarray(data, dtype=np.float32)
@@ -38,24 +40,54 @@ def load_audio(source, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
             data = data.T  # (T, C) as soundfile and Gradio give it
         elif data.ndim != 2:
             raise ValueError(f"reference audio must be 1-D or 2-D, got shape {data.shape}")
+        _check_format(data.shape[-1], rate, data.shape[0], max_seconds, sample_rate)
+        if data.shape[0] > 1:
+            data = data.mean(axis=0, keepdims=True)
     else:
-        try:
-            handle = io.BytesIO(source) if isinstance(source, bytes) else str(Path(source))
-            samples, rate = sf.read(handle, dtype="float32", always_2d=True)
-        except (RuntimeError, sf.LibsndfileError, TypeError) as exc:
-            raise ValueError(
-                f"could not read the reference audio ({exc}); use a WAV, FLAC or OGG file"
-            ) from exc
-        data = samples.T
-    if not isinstance(rate, (int, np.integer)) or rate <= 0:
-        raise ValueError(f"invalid sample rate {rate!r}")
+        data, rate = _read_mono(source, max_seconds, sample_rate)
     if data.shape[-1] == 0:
         raise ValueError("the reference audio is empty")
     if not np.all(np.isfinite(data)):
         raise ValueError("the reference audio contains NaN or infinite samples")
-    if data.shape[0] > 1:
-        data = data.mean(axis=0, keepdims=True)
     return resample(data, int(rate), sample_rate)
+
+
+def _check_format(frames: int, rate, channels: int, max_seconds: float, target_rate: int) -> None:
+    if not isinstance(rate, (int, np.integer)) or not 0 < rate <= MAX_SOURCE_RATE:
+        raise ValueError(f"invalid sample rate {rate!r}; a reference needs 1 to {MAX_SOURCE_RATE} samples per second")
+    gcd = math.gcd(int(rate), target_rate)
+    if (rate // gcd) * (target_rate // gcd) > 10_000_000:  # the resampling kernel would take gigabytes
+        raise ValueError(f"the reference's sample rate {rate} Hz is unusual; save it at 16, 24, 44.1 or 48 kHz")
+    if not 0 < channels <= MAX_SOURCE_CHANNELS:
+        raise ValueError(f"the reference has {channels} channels; at most {MAX_SOURCE_CHANNELS} are read")
+    if frames / rate > max_seconds:
+        raise ValueError(
+            f"the reference is {frames / rate:.0f} s long; use 3-10 s of speech (files over {max_seconds:.0f} s "
+            "are not read)"
+        )
+
+
+def _read_mono(source, max_seconds: float, target_rate: int) -> tuple[np.ndarray, int]:
+    """Header checks, then a bounded, blockwise read mixed to mono."""
+    import soundfile as sf
+
+    try:
+        handle = io.BytesIO(source) if isinstance(source, bytes) else str(Path(source))
+        with sf.SoundFile(handle) as f:
+            _check_format(f.frames, f.samplerate, f.channels, max_seconds, target_rate)
+            limit = int(max_seconds * f.samplerate)
+            block = max(1024, (1 << 20) // f.channels)  # about 4 MB of float32 per block
+            pieces, total = [], 0
+            for chunk in f.blocks(blocksize=block, dtype="float32", always_2d=True):
+                total += chunk.shape[0]
+                if total > limit:  # the header understated the length
+                    raise ValueError(f"the reference is longer than {max_seconds:.0f} s; use 3-10 s of speech")
+                pieces.append(chunk.mean(axis=1) if f.channels > 1 else chunk[:, 0].copy())
+            rate = f.samplerate
+    except (RuntimeError, sf.LibsndfileError, TypeError, OSError, EOFError) as exc:
+        raise ValueError(f"could not read the reference audio ({exc}); use a WAV, FLAC or OGG file") from exc
+    data = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+    return data[None, :], rate
 
 
 # ----------------------------------------------------------------------------- resampling
@@ -77,6 +109,9 @@ def _sinc_kernel(orig: int, new: int, width_zeros: int = 6, rolloff: float = 0.9
     return kernels.astype(np.float32), width
 
 
+_RESAMPLE_STEPS = 8192  # output steps per piece: windows of at most a few MB
+
+
 def resample(audio: np.ndarray, orig_rate: int, new_rate: int) -> np.ndarray:
     """Resample ``(..., T)`` from ``orig_rate`` to ``new_rate`` exactly as torchaudio does."""
     if orig_rate == new_rate:
@@ -90,8 +125,11 @@ def resample(audio: np.ndarray, orig_rate: int, new_rate: int) -> np.ndarray:
     padded = np.pad(flat, ((0, 0), (width, width + orig)))
     taps = kernels.shape[-1]
     steps = (padded.shape[-1] - taps) // orig + 1
-    frames = np.lib.stride_tricks.sliding_window_view(padded, taps, axis=-1)[:, ::orig][:, :steps]
-    out = np.einsum("bsk,nk->bsn", frames, kernels).reshape(flat.shape[0], -1)
+    windows = np.lib.stride_tricks.sliding_window_view(padded, taps, axis=-1)[:, ::orig][:, :steps]
+    out = np.empty((flat.shape[0], steps, new), dtype=np.float32)
+    for start in range(0, steps, _RESAMPLE_STEPS):  # in pieces: the windows overlap, a copy of all would not fit
+        out[:, start : start + _RESAMPLE_STEPS] = np.einsum("bsk,nk->bsn", windows[:, start : start + _RESAMPLE_STEPS], kernels)
+    out = out.reshape(flat.shape[0], -1)
     target = math.ceil(new * length / orig)
     return np.ascontiguousarray(out[:, :target]).reshape(*shape[:-1], -1)
 

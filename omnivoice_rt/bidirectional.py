@@ -83,6 +83,15 @@ def declares_causal(path: str | Path) -> bool:
     )
 
 
+def position_table(path: str | Path) -> int | None:
+    """How many positions the LLM graph's rotary cache covers (rows of ``cos_cache``), read from
+    the graph without its weights; None when it has none."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    return next((int(t.dims[0]) for t in model.graph.initializer if t.name == "cos_cache" and t.dims), None)
+
+
 def llm_feeds(session, inputs_embeds: np.ndarray, attention_mask: np.ndarray, head_dim: int) -> dict:
     """Feeds for one full forward: the embeddings, the mask, positions 0..S-1 where the graph
     takes ``position_ids``, and an empty cache for every input whose name contains "past"."""

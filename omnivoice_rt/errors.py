@@ -1,5 +1,18 @@
-"""The runtime's error vocabulary: each message says what is wrong and what to do about it."""
+"""The runtime's error vocabulary, shared by every door: each message says what is wrong and what
+to do about it. Doors (the page, gradio_client, the CLI...) turn ``REPORTED`` errors into messages
+and log the detail; anything else is a bug."""
 
 
 class ArtifactError(ValueError):
     """An artifact folder is missing, incomplete, corrupt or of an unknown kind; the message says how to fix it."""
+
+
+class SynthesisError(RuntimeError):
+    """ONNX Runtime failed on a request that passed every check; the log has its detail."""
+
+
+class Cancelled(Exception):
+    """The request was abandoned (its page closed, its client went away); synthesis stopped at the next step."""
+
+
+REPORTED = (ValueError, FileNotFoundError, SynthesisError)  # bad input, bad artifacts, a failed run

@@ -108,6 +108,7 @@ def _genai_model(path: Path) -> dict:
             "hidden_size": int(decoder["hidden_size"]), "head_dim": int(decoder["head_size"]),
             "num_hidden_layers": int(decoder["num_hidden_layers"]),
             "num_key_value_heads": int(decoder["num_key_value_heads"]),
+            "num_attention_heads": int(decoder.get("num_attention_heads") or 0) or None,
             "max_position_embeddings": int(config["model"].get("context_length") or 0) or None,
         }  # fmt: skip
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:

@@ -26,8 +26,18 @@ from pathlib import Path
 import numpy as np
 
 from omnivoice_rt import audio as audio_ops
-from omnivoice_rt.bidirectional import llm_feeds
-from omnivoice_rt.prompt import Prompt, TextTokenizer, build_prompt
+from omnivoice_rt.bidirectional import llm_feeds, position_table
+from omnivoice_rt.errors import Cancelled
+from omnivoice_rt.limits import (
+    MAX_DURATION_S,
+    MAX_REFERENCE_S,
+    MAX_SPEED,
+    MAX_TEXT_CHARS,
+    MAX_TRANSCRIPT_CHARS,
+    MIN_REFERENCE_S,
+    max_row,
+)
+from omnivoice_rt.prompt import Prompt, TextTokenizer, build_prompt, text_ids
 from omnivoice_rt.sessions import load_graphs
 from omnivoice_rt.text import (
     ZH_RE,
@@ -43,10 +53,6 @@ from omnivoice_rt.voice_prompt import VoicePrompt
 logger = logging.getLogger(__name__)
 
 STEP_PRESETS = {"fast": 12, "balanced": 16, "best": 32}  # 12-16 steps match 32 on WER; 8 do not
-MAX_TEXT_CHARS = 10_000
-MAX_DURATION_S = 600.0
-MIN_REFERENCE_S = 0.5
-MAX_REFERENCE_S = 30.0  # the codec's HuBERT attends over the whole reference: memory grows with its square
 Progress = Callable[[int, int], None]
 
 
@@ -123,6 +129,9 @@ class OmniVoiceONNX:
         llm_input = graphs["llm_decoder"].input("inputs_embeds")
         self._llm_dtype = np.float16 if llm_input.dtype == "float16" else np.float32
         self._call = threading.local()  # what one generate call measures
+        heads = int(self.config.get("num_attention_heads") or 16)
+        table = position_table(graphs["llm_decoder"].path) or self.config.get("max_position_embeddings")
+        self.max_row, self.max_row_reason = max_row(heads, table)
 
     @classmethod
     def load(cls, source: str | Path | None = None, precision: str = "int4", providers: list[str] | None = None,
@@ -179,12 +188,10 @@ class OmniVoiceONNX:
         """Encode a reference recording (path, bytes or (array, sample_rate)) and its transcript."""
         if not isinstance(ref_text, str) or not ref_text.strip():
             raise ValueError("ref_text is required for voice cloning: type what the reference recording says")
+        if len(ref_text) > MAX_TRANSCRIPT_CHARS:
+            raise ValueError(f"the reference's transcript is {len(ref_text)} characters long; the limit is "
+                             f"{MAX_TRANSCRIPT_CHARS}: use 3-10 s of speech and what is said in it")  # fmt: skip
         wav = audio_ops.load_audio(ref_audio, self.sample_rate)
-        if wav.shape[-1] > 4 * MAX_REFERENCE_S * self.sample_rate:
-            raise ValueError(
-                f"the reference is {wav.shape[-1] / self.sample_rate:.0f} s long; use 3-10 s of speech "
-                f"(at most {MAX_REFERENCE_S:.0f} s)"
-            )
         rms = float(np.sqrt(np.mean(wav.astype(np.float64) ** 2)))
         if rms < 1e-5:
             raise ValueError("the reference audio is silent; record 3-10 s of clear speech")
@@ -228,10 +235,14 @@ class OmniVoiceONNX:
         speed: float | None = None,
         seed: int | None = None,
         progress: Progress | None = None,
+        should_stop: Callable[[], bool] | None = None,
         settings: GenerationSettings | None = None,
         **overrides,
     ) -> Speech:
-        """Speech for ``text``; ``overrides`` are fields of :class:`GenerationSettings` (num_step=16, ...)."""
+        """Speech for ``text``; ``overrides`` are fields of :class:`GenerationSettings` (num_step=16, ...).
+
+        ``should_stop()`` is asked after every unmasking step; when it says yes, :class:`Cancelled`
+        is raised there (a server stops the work of a client that went away)."""
         started = time.perf_counter()
         self._call.timings = {}  # per thread: one voice may serve several requests at once
         settings = replace(settings or GenerationSettings(), **overrides)
@@ -239,8 +250,8 @@ class OmniVoiceONNX:
         text = check_text(text)
         if duration is not None and not (0 < duration <= MAX_DURATION_S):
             raise ValueError(f"duration must be in (0, {MAX_DURATION_S:.0f}] seconds, got {duration}")
-        if speed is not None and not (0 < speed <= 10):
-            raise ValueError(f"speed must be in (0, 10] (1.0 is normal), got {speed}")
+        if speed is not None and not (0 < speed <= MAX_SPEED):
+            raise ValueError(f"speed must be in (0, {MAX_SPEED:g}] (1.0 is normal), got {speed}")
         language = resolve_language(language)
         instruct = resolve_instruct(instruct, use_zh=bool(ZH_RE.search(text)))
 
@@ -259,13 +270,21 @@ class OmniVoiceONNX:
         target_len = max(1, int(duration * self.frame_rate)) if duration else estimate
         chunk_speed = estimate / target_len if duration else (speed or 1.0)
 
+        # Every piece's size is known, and checked, before the model runs.
+        plan = self._plan(text, target_len, ref_text, ref_frames, chunk_speed, settings)
+        for piece in plan:
+            self._check_row(piece, language, instruct, settings.denoise)
         rng = np.random.default_rng(seed)
-        common = dict(language=language, instruct=instruct, settings=settings, rng=rng)
-        if target_len <= int(settings.audio_chunk_threshold * self.frame_rate):
-            steps = _StepCounter(progress, settings.num_step)
-            chunks = [self._generate_codes(text, target_len, ref_text, ref_codes, steps=steps, **common)]
-        else:
-            chunks = self._generate_chunked(text, target_len, ref_text, ref_codes, chunk_speed, progress, **common)
+        steps = _StepCounter(progress, settings.num_step * len(plan), should_stop)
+        chunks: list[np.ndarray] = []
+        for piece in plan:
+            prompt = build_prompt(
+                self.tokenizer, piece.text, piece.frames, num_codebooks=self.num_codebooks, mask_id=self.mask_id,
+                ref_text=piece.ref_text, ref_codes=chunks[0] if piece.ref_from_first else ref_codes,
+                language=language, instruct=instruct, denoise=settings.denoise,
+            )  # fmt: skip
+            forward = self._forward_for(prompt)
+            chunks.append(unmask(forward, self.num_codebooks, piece.frames, self.mask_id, settings, rng, steps.step))
         unmasked = time.perf_counter()
 
         pieces = [self.codec.decode(codes) for codes in chunks]
@@ -291,32 +310,34 @@ class OmniVoiceONNX:
         }
         return speech
 
-    def _generate_codes(self, text, target_len, ref_text, ref_codes, *, language, instruct, settings, rng, steps):
-        prompt = build_prompt(
-            self.tokenizer, text, target_len, num_codebooks=self.num_codebooks, mask_id=self.mask_id,
-            ref_text=ref_text, ref_codes=ref_codes, language=language, instruct=instruct, denoise=settings.denoise,
-        )  # fmt: skip
-        forward = self._forward_for(prompt)
-        return unmask(forward, self.num_codebooks, target_len, self.mask_id, settings, rng, steps.step)
-
-    def _generate_chunked(self, text, target_len, ref_text, ref_codes, speed, progress, **common):
-        """Upstream's ``_generate_chunked``: ~15 s pieces split at punctuation. Without a
-        reference, the first piece becomes the reference for the rest."""
-        settings = common["settings"]
+    def _plan(self, text, target_len, ref_text, ref_frames, speed, settings) -> list[_Piece]:
+        """The pieces to generate: the whole text, or upstream's ``_generate_chunked``: ~15 s pieces
+        split at punctuation, where without a reference the first piece becomes the reference for the rest."""
+        if target_len <= int(settings.audio_chunk_threshold * self.frame_rate):
+            return [_Piece(text, target_len, ref_text, ref_frames)]
         chars_per_piece = int(settings.audio_chunk_duration * self.frame_rate / (target_len / len(text)))
-        pieces = chunk_text_punctuation(text, chars_per_piece, min_chunk_len=3)
-        steps = _StepCounter(progress, settings.num_step * len(pieces))
-        results = []
-        for index, piece in enumerate(pieces):
-            if ref_codes is None and index > 0:
-                piece_ref_text, piece_ref_codes = pieces[0], results[0]
+        plan: list[_Piece] = []
+        for index, piece in enumerate(chunk_text_punctuation(text, chars_per_piece, min_chunk_len=3)):
+            if ref_frames is None and index > 0:
+                first = plan[0]
+                plan.append(_Piece(piece, estimate_frames(piece, first.text, first.frames, speed), first.text, first.frames, True))
             else:
-                piece_ref_text, piece_ref_codes = ref_text, ref_codes
-            frames = estimate_frames(
-                piece, piece_ref_text, None if piece_ref_codes is None else piece_ref_codes.shape[1], speed
+                plan.append(_Piece(piece, estimate_frames(piece, ref_text, ref_frames, speed), ref_text, ref_frames))
+        return plan
+
+    def _check_row(self, piece: _Piece, language, instruct, denoise: bool) -> None:
+        """Refuse a piece whose conditional row the LLM cannot take (its position table) or should
+        not (the attention memory budget), before anything runs."""
+        prompt = len(text_ids(self.tokenizer, piece.text, ref_text=piece.ref_text, language=language,
+                              instruct=instruct, denoise=denoise and piece.ref_frames is not None))  # fmt: skip
+        row = prompt + (piece.ref_frames or 0) + piece.frames
+        if row > self.max_row:
+            reference = f", {piece.ref_frames} for the reference" if piece.ref_frames else ""
+            raise ValueError(
+                f"this request needs a row of {row} positions ({prompt} for the text{reference}, {piece.frames} for "
+                f"the speech); the model takes at most {self.max_row}, set by {self.max_row_reason}. Shorten the text "
+                "or add punctuation so that it can be split, use a shorter reference, or ask for a shorter duration"
             )
-            results.append(self._generate_codes(piece, frames, piece_ref_text, piece_ref_codes, steps=steps, **common))
-        return results
 
     def _post_process(self, waveform: np.ndarray, ref_rms: float | None, settings: GenerationSettings) -> np.ndarray:
         """Upstream's ``_post_process_audio``: silence removal, loudness, fades and padding."""
@@ -333,13 +354,29 @@ class OmniVoiceONNX:
         )
 
 
-class _StepCounter:
-    """Counts unmasking steps across chunks and reports them to the caller's progress callback."""
+@dataclass
+class _Piece:
+    """One generation of a request: its text and length, and its reference (the given one, or
+    with ``ref_from_first`` the first piece's codes)."""
 
-    def __init__(self, progress: Progress | None, total: int):
-        self.progress, self.total, self.done = progress, total, 0
+    text: str
+    frames: int
+    ref_text: str | None
+    ref_frames: int | None
+    ref_from_first: bool = False
+
+
+class _StepCounter:
+    """Counts unmasking steps across pieces, reports them to the caller's progress callback, and
+    stops the work when the caller says so."""
+
+    def __init__(self, progress: Progress | None, total: int, should_stop: Callable[[], bool] | None = None):
+        self.progress, self.total, self.done, self.should_stop = progress, total, 0, should_stop
 
     def step(self, _step: int, _num_step: int) -> None:
         self.done += 1
+        if self.should_stop is not None and self.should_stop():
+            logger.info("stopped an abandoned synthesis after step %d of %d", self.done, self.total)
+            raise Cancelled(f"stopped after step {self.done} of {self.total}: the request was abandoned")
         if self.progress is not None:
             self.progress(self.done, self.total)

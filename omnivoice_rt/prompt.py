@@ -57,6 +57,15 @@ class Prompt:
         return self.ids.shape[1] - self.target_len
 
 
+def text_ids(tokenizer: TextTokenizer, text: str, *, ref_text: str | None = None, language: str | None = None,
+             instruct: str | None = None, denoise: bool = False) -> list[int]:  # fmt: skip
+    """The prompt's text positions: style (``denoise`` only applies with a reference), then text."""
+    style = "<|denoise|>" if denoise else ""
+    style += f"<|lang_start|>{language or 'None'}<|lang_end|>"
+    style += f"<|instruct_start|>{instruct or 'None'}<|instruct_end|>"
+    return tokenizer.encode(style) + tokenizer.encode_with_tags(f"<|text_start|>{combine_text(text, ref_text)}<|text_end|>")
+
+
 def build_prompt(
     tokenizer: TextTokenizer,
     text: str,
@@ -70,17 +79,13 @@ def build_prompt(
     instruct: str | None = None,
     denoise: bool = True,
 ) -> Prompt:
-    style = "<|denoise|>" if denoise and ref_codes is not None else ""
-    style += f"<|lang_start|>{language or 'None'}<|lang_end|>"
-    style += f"<|instruct_start|>{instruct or 'None'}<|instruct_end|>"
-    text_ids = tokenizer.encode(style) + tokenizer.encode_with_tags(
-        f"<|text_start|>{combine_text(text, ref_text)}<|text_end|>"
-    )
-    parts = [np.tile(np.asarray(text_ids, dtype=np.int64), (num_codebooks, 1))]
+    ids = text_ids(tokenizer, text, ref_text=ref_text, language=language, instruct=instruct,
+                   denoise=denoise and ref_codes is not None)  # fmt: skip
+    parts = [np.tile(np.asarray(ids, dtype=np.int64), (num_codebooks, 1))]
     if ref_codes is not None:
         parts.append(np.asarray(ref_codes, dtype=np.int64))
     parts.append(np.full((num_codebooks, target_len), mask_id, dtype=np.int64))
-    ids = np.concatenate(parts, axis=1)
-    audio_mask = np.zeros(ids.shape[1], dtype=bool)
-    audio_mask[len(text_ids) :] = True
-    return Prompt(ids=ids, audio_mask=audio_mask, target_len=target_len)
+    ids_array = np.concatenate(parts, axis=1)
+    audio_mask = np.zeros(ids_array.shape[1], dtype=bool)
+    audio_mask[len(ids) :] = True
+    return Prompt(ids=ids_array, audio_mask=audio_mask, target_len=target_len)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from omnivoice_rt.bidirectional import check_bidirectional
+from omnivoice_rt.errors import SynthesisError
 from omnivoice_rt.manifest import (
     ArtifactError,
     codec_candidates,
@@ -39,7 +40,17 @@ class Graph:
     outputs: list[Port] = field(default_factory=list)
 
     def run(self, outputs: list[str] | None, feeds: dict) -> list:
-        return self.session.run(outputs, feeds)
+        """The session's run; an ONNX Runtime failure becomes a ``SynthesisError``, its detail logged."""
+        try:
+            return self.session.run(outputs, feeds)
+        except Exception as exc:  # onnxruntime raises its own exception types
+            shapes = {name: getattr(value, "shape", None) for name, value in feeds.items()}
+            logger.error("%s (%s) failed on inputs %s: %s", self.role, self.path, shapes, exc)
+            first = " ".join(str(exc).split())[:200]
+            raise SynthesisError(
+                f"the model's {self.role} graph failed on this request ({first}); the server log has the details. "
+                "A shorter text or reference may pass; if it keeps failing, re-download or rebuild the artifacts"
+            ) from exc
 
     def input(self, name: str) -> Port | None:
         return next((p for p in self.inputs if p.name == name), None)

@@ -46,4 +46,5 @@ def test_full_size_codes_equal_upstream(name, kwargs, full_upstream, full_voice,
     assert result.codes_equal, str(result)
     assert result.max_abs_diff <= 5e-4, str(result)
     codes = np.concatenate(result.codes, axis=1)
-    assert codes.max() < 1024 and all(len(np.unique(row)) > 3 for row in codes), codes
+    # Varied codes (measured at 4 steps: 3 to 18 values a codebook, 40+ in all), so equality means something.
+    assert codes.max() < 1024 and all(len(np.unique(row)) >= 3 for row in codes) and len(np.unique(codes)) >= 20, codes

@@ -1,0 +1,251 @@
+"""Hostile input on the public doors: files no honest user makes, each refused with a clear message
+and with bounded memory (measured in a fresh subprocess: its peak resident memory above what it
+had after importing), and the server alive afterwards.
+
+Bounds (omnivoice_rt/limits.py): a reference file is measured from its header and refused undecoded
+over 120 s; a voice prompt's members are checked from their .npy headers (at most 30 s of codes,
+2,000 characters of transcript) before anything is decompressed; a request's conditional row is
+checked against the LLM's position table (4,096 on the tiny fixture) before the model runs.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+from gradio_client import Client, handle_file
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from omnivoice_build.equivalence import write_reference
+from omnivoice_rt.model import OmniVoiceONNX
+from omnivoice_rt.voice_prompt import VoicePrompt
+from tests.conftest import running_app
+from tests.test_app import FIXED
+
+ROOT = Path(__file__).resolve().parents[1]
+PEAK = """
+import json, resource, sys
+import numpy as np
+from omnivoice_rt.audio import load_audio
+from omnivoice_rt.voice_prompt import VoicePrompt
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    result = {kind}(sys.argv[1])
+    outcome = "ok " + str(getattr(result, "shape", None))
+except ValueError as exc:
+    outcome = "error: " + str(exc)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+print(json.dumps({{"outcome": outcome, "peak_mb": peak / 1024}}))
+"""
+
+
+def measured(kind: str, path: Path) -> dict:
+    """``kind(path)`` in a fresh interpreter: its outcome and the peak memory it added."""
+    code = PEAK.format(kind=kind)
+    result = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def flac_bomb(tmp_path_factory) -> Path:
+    """One hour of 8-channel silence: a small FLAC that decodes to gigabytes."""
+    path = tmp_path_factory.mktemp("bombs") / "hour.flac"
+    with sf.SoundFile(path, "w", samplerate=16000, channels=8, format="FLAC", subtype="PCM_16") as f:
+        block = np.zeros((16000 * 60, 8), np.int16)
+        for _ in range(60):
+            f.write(block)
+    return path
+
+
+def test_flac_bomb_is_refused_from_its_header(flac_bomb):
+    assert flac_bomb.stat().st_size < 2_000_000
+    out = measured("load_audio", flac_bomb)
+    assert out["outcome"].startswith("error: the reference is 3600 s long") and "not read" in out["outcome"]
+    assert out["peak_mb"] < 50, out
+
+
+def test_wav_header_claiming_more_than_it_holds(tmp_path):
+    path = tmp_path / "liar.wav"
+    sf.write(path, (0.1 * np.sin(np.arange(24000 * 5) / 7)).astype(np.float32), 24000, subtype="PCM_16")
+    data = bytearray(path.read_bytes())
+    at = data.index(b"data")
+    data[at + 4 : at + 8] = struct.pack("<I", 24000 * 2 * 3600)  # claims an hour
+    path.write_bytes(bytes(data))
+    out = measured("load_audio", path)
+    assert out["outcome"] == "ok (1, 120000)" and out["peak_mb"] < 50, out  # what it holds, 5 s, read in blocks
+
+
+def npz_bomb(path: Path, frames: int) -> Path:
+    """A voice prompt whose codes are ``frames`` frames of zeros, compressed: 64 bytes a frame unpacked."""
+    header = {"descr": "<i8", "fortran_order": False, "shape": (8, frames)}
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        with archive.open("codes.npy", "w", force_zip64=True) as member:
+            np.lib.format.write_array_header_1_0(member, header)
+            zeros = bytes(1 << 24)
+            for _ in range(8 * frames * 8 // len(zeros)):
+                member.write(zeros)
+        for name, value in (("format_version", np.int64(1)), ("text", np.str_("Hi.")), ("rms", np.float64(0.1))):
+            with archive.open(f"{name}.npy", "w") as member:
+                np.lib.format.write_array(member, np.asarray(value))
+    return path
+
+
+def test_npz_bomb_is_refused_without_expanding_it(tmp_path):
+    bomb = npz_bomb(tmp_path / "bomb.npz", 4_000_000)  # 256 MB of codes in a file of a few hundred kB
+    assert bomb.stat().st_size < 1_000_000
+    out = measured("VoicePrompt.load", bomb)
+    assert "codes is int64 of shape (8, 4000000)" in out["outcome"] and "at most 30 s" in out["outcome"]
+    assert out["peak_mb"] < 20, out
+
+
+def test_over_long_voice_prompts_are_refused(tmp_path):
+    rng = np.random.default_rng(0)
+    VoicePrompt(rng.integers(0, 1024, (8, 5000)), "Hello.", 0.1).save(tmp_path / "long.npz")  # 200 s
+    VoicePrompt(rng.integers(0, 1024, (8, 100)), "x" * 40_000, 0.1).save(tmp_path / "chatty.npz")
+    with pytest.raises(ValueError, match=r"shape \(8, 5000\).*at most 30 s"):
+        VoicePrompt.load(tmp_path / "long.npz")
+    with pytest.raises(ValueError, match="transcript is 40000 characters; the limit is 2000"):
+        VoicePrompt.load(tmp_path / "chatty.npz")
+    VoicePrompt(rng.integers(0, 1024, (8, 750)), "Hello.", 0.1).save(tmp_path / "thirty.npz")
+    assert VoicePrompt.load(tmp_path / "thirty.npz").codes.shape == (8, 750)  # the bound itself is allowed
+
+
+@pytest.fixture(scope="module")
+def fp32_voice(fp32_artifacts):
+    return OmniVoiceONNX.load(fp32_artifacts, "fp32")
+
+
+def test_a_row_over_the_position_table_is_refused_before_the_model_runs(fp32_voice):
+    assert fp32_voice.max_row == 4096 and "position table" in fp32_voice.max_row_reason
+    text = " ".join(["word"] * 1900)  # no punctuation: it cannot be split into chunks
+    calls = []
+    session = fp32_voice.graphs["llm_decoder"]
+    original = session.run
+    session.run = lambda *args: calls.append(1) or original(*args)
+    try:
+        with pytest.raises(ValueError, match=r"row of \d+ positions .* at most 4096, set by the LLM's position table"):
+            fp32_voice.generate(text, num_step=2)
+    finally:
+        session.run = original
+    assert calls == []  # refused before any model call
+    assert fp32_voice.generate("word " * 20, num_step=2, seed=0).seconds > 0
+
+
+# ----------------------------------------------------------------------------- through the server
+
+
+@pytest.fixture(scope="module")
+def server(cpu_artifacts, tmp_path_factory):
+    log = tmp_path_factory.mktemp("hostile") / "server.log"
+    with running_app(["--artifacts", str(cpu_artifacts)], log, HF_HUB_OFFLINE="1") as url:
+        yield url, log
+
+
+def server_rss(url: str) -> int:
+    import psutil
+
+    port = url.rsplit(":", 1)[1]
+    process = next(p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] and port in p.info["cmdline"])
+    return process.memory_info().rss
+
+
+CLEAR = "could not read the reference audio|not a usable voice prompt|the reference|reference audio"
+
+
+@settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(blob=st.binary(min_size=0, max_size=4096), as_prompt=st.booleans())
+def test_random_bytes_as_audio_and_as_prompts(server, tmp_path_factory, blob, as_prompt):
+    url, _ = server
+    path = tmp_path_factory.mktemp("junk") / ("junk.npz" if as_prompt else "junk.wav")
+    path.write_bytes(blob)
+    client = Client(url, verbose=False)
+    audio, prompt = (None, handle_file(str(path))) if as_prompt else (handle_file(str(path)), None)
+    with pytest.raises(Exception, match=CLEAR):
+        client.predict("Hi.", audio, "Hi.", prompt, "Auto", "int4", **FIXED, api_name="/clone")
+
+
+def test_bombs_and_truncated_files_through_the_api_leave_the_server_well(server, flac_bomb, tmp_path):
+    url, log = server
+    client = Client(url, verbose=False)
+    client.predict("Warm up.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
+    before = server_rss(url)
+    good = Path(write_reference(str(tmp_path / "good.wav")))
+    (tmp_path / "truncated.wav").write_bytes(good.read_bytes()[:3000])
+    VoicePrompt(np.zeros((8, 100), np.int64), "Hi.", 0.1).save(tmp_path / "good.npz")
+    (tmp_path / "truncated.npz").write_bytes((tmp_path / "good.npz").read_bytes()[:500])
+    npz_bomb(tmp_path / "bomb.npz", 4_000_000)
+    cases = [
+        (flac_bomb, None, "3600 s long"),
+        (tmp_path / "truncated.wav", None, CLEAR),
+        (None, tmp_path / "bomb.npz", "at most 30 s"),
+        (None, tmp_path / "truncated.npz", "not a usable voice prompt"),
+    ]
+    for audio, prompt, message in cases:
+        with pytest.raises(Exception, match=message):
+            client.predict("Hi.", audio and handle_file(str(audio)), "Hi.", prompt and handle_file(str(prompt)),
+                           "Auto", "int4", **FIXED, api_name="/clone")  # fmt: skip
+    path, _ = client.predict("Still here.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
+    assert sf.read(path)[1] == 24000
+    growth = (server_rss(url) - before) / 2**20
+    assert growth < 100, growth
+    assert "Traceback" not in log.read_text()
+
+
+def test_an_abandoned_request_stops_and_the_next_one_starts(server):
+    """A long synthesis whose client cancels stops at its next step (the server log says after
+    which), and the request behind it runs at once instead of after all 64 steps."""
+    url, log = server
+    client = Client(url, verbose=False)
+    long = client.submit("A long one.", "Auto", "", "int4", **{**FIXED, "num_step": 64, "duration": 30.0},
+                         api_name="/synthesize")  # fmt: skip
+    deadline = time.time() + 60
+    started_at = 0
+    while time.time() < deadline and started_at < 2:
+        progress = long.status().progress_data
+        started_at = round((progress[0].progress or 0) * 64) if progress else 0
+        time.sleep(0.05)
+    assert started_at >= 2, "the long synthesis never reported progress"
+    long.cancel()
+    path, _ = Client(url, verbose=False).predict("Next.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
+    assert sf.read(path)[1] == 24000
+    lines = [line for line in log.read_text().splitlines() if "stopped an abandoned synthesis" in line]
+    assert lines, log.read_text()[-2000:]
+    stopped_after = int(lines[-1].split("after step ")[1].split(" ")[0])
+    assert started_at <= stopped_after < 64 and stopped_after <= started_at + 6, (started_at, stopped_after)
+
+
+def test_onnx_runtime_failures_become_messages(cpu_artifacts, tmp_path):
+    """A tokenizer that does not match the model (an id past the embedding table) makes ONNX
+    Runtime fail inside the encoder: the CLI and the API say so in one line, the log has the detail."""
+    import shutil
+
+    folder = tmp_path / "mismatched"
+    shutil.copytree(cpu_artifacts, folder)
+    tokenizer = json.loads((folder / "tokenizer.json").read_text())
+    tokenizer["added_tokens"].append({"id": 5000, "content": "zyzzyva", "single_word": False, "lstrip": False,
+                                      "rstrip": False, "normalized": False, "special": False})  # fmt: skip
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
+    result = subprocess.run([sys.executable, "-m", "omnivoice_rt", "synthesize", "--model-dir", str(folder), "--text",
+                             "Say zyzzyva.", "--num-step", "2", "--output", str(tmp_path / "x.wav")],
+                            capture_output=True, text=True, cwd=ROOT, timeout=300)  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    error = result.stderr.strip().splitlines()[-1]
+    assert error.startswith("error: the model's audio_embeddings_encoder graph failed on this request"), error
+    with running_app(["--artifacts", str(folder)], tmp_path / "app.log", HF_HUB_OFFLINE="1") as url:
+        client = Client(url, verbose=False)
+        with pytest.raises(Exception, match="audio_embeddings_encoder graph failed"):
+            client.predict("Say zyzzyva.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
+        path, _ = client.predict("Say hello.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
+        assert sf.read(path)[1] == 24000
+    assert "audio_embeddings_encoder" in (tmp_path / "app.log").read_text()
+
