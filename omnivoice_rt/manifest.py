@@ -110,6 +110,7 @@ def _genai_model(path: Path) -> dict:
             "num_key_value_heads": int(decoder["num_key_value_heads"]),
             "num_attention_heads": int(decoder.get("num_attention_heads") or 0) or None,
             "max_position_embeddings": int(config["model"].get("context_length") or 0) or None,
+            "text_vocab_size": int(config["model"].get("vocab_size") or 0) or None,
         }  # fmt: skip
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
         raise ArtifactError(f"{path} is not a readable onnxruntime-genai config ({type(exc).__name__}: {exc}); "

@@ -27,7 +27,7 @@ import numpy as np
 
 from omnivoice_rt import audio as audio_ops
 from omnivoice_rt.bidirectional import llm_feeds, position_table
-from omnivoice_rt.errors import Cancelled
+from omnivoice_rt.errors import ArtifactError, Cancelled
 from omnivoice_rt.limits import (
     MAX_DURATION_S,
     MAX_REFERENCE_S,
@@ -132,6 +132,7 @@ class OmniVoiceONNX:
         heads = int(self.config.get("num_attention_heads") or 16)
         table = position_table(graphs["llm_decoder"].path) or self.config.get("max_position_embeddings")
         self.max_row, self.max_row_reason = max_row(heads, table)
+        self.text_vocab = int(self.config.get("text_vocab_size") or 0)  # rows of the text embedding table
 
     @classmethod
     def load(cls, source: str | Path | None = None, precision: str = "int4", providers: list[str] | None = None,
@@ -327,9 +328,16 @@ class OmniVoiceONNX:
 
     def _check_row(self, piece: _Piece, language, instruct, denoise: bool) -> None:
         """Refuse a piece whose conditional row the LLM cannot take (its position table) or should
-        not (the attention memory budget), before anything runs."""
-        prompt = len(text_ids(self.tokenizer, piece.text, ref_text=piece.ref_text, language=language,
-                              instruct=instruct, denoise=denoise and piece.ref_frames is not None))  # fmt: skip
+        not (the attention memory budget), or whose text ids lie past the embedding table (a
+        tokenizer of another model), before anything runs."""
+        ids = text_ids(self.tokenizer, piece.text, ref_text=piece.ref_text, language=language, instruct=instruct,
+                       denoise=denoise and piece.ref_frames is not None)  # fmt: skip
+        if self.text_vocab and max(ids) >= self.text_vocab:
+            raise ArtifactError(
+                f"the tokenizer gives token id {max(ids)} but the model's embedding table has {self.text_vocab} rows: "
+                f"tokenizer.json does not belong to these graphs; re-download or rebuild {self.root}"
+            )
+        prompt = len(ids)
         row = prompt + (piece.ref_frames or 0) + piece.frames
         if row > self.max_row:
             reference = f", {piece.ref_frames} for the reference" if piece.ref_frames else ""

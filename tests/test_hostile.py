@@ -224,28 +224,52 @@ def test_an_abandoned_request_stops_and_the_next_one_starts(server):
     assert started_at <= stopped_after < 64 and stopped_after <= started_at + 6, (started_at, stopped_after)
 
 
-def test_onnx_runtime_failures_become_messages(cpu_artifacts, tmp_path):
-    """A tokenizer that does not match the model (an id past the embedding table) makes ONNX
-    Runtime fail inside the encoder: the CLI and the API say so in one line, the log has the detail."""
+def test_onnx_runtime_failures_become_messages(fp32_artifacts, tmp_path):
+    """A graph that fails at run time for some shapes (here: heads that only take 50 frames, as a
+    corrupt or mismatched graph would fail): the CLI and the API say so in one line and name the
+    graph, the log has ONNX Runtime's detail, and the server keeps serving."""
+    import shutil
+
+    import onnx
+    from onnx import helper, numpy_helper
+
+    folder = tmp_path / "brittle"
+    shutil.copytree(fp32_artifacts, folder)
+    path = folder / "fp32" / "audio_heads_decoder.onnx"
+    model = onnx.load(str(path))
+    output = model.graph.output[0]
+    model.graph.initializer.append(numpy_helper.from_array(np.array([0, 8, 50, 1025], np.int64), "only_50"))
+    model.graph.node.append(helper.make_node("Reshape", [output.name + "_free", "only_50"], [output.name]))
+    for node in model.graph.node[:-1]:
+        node.output[:] = [output.name + "_free" if name == output.name else name for name in node.output]
+    onnx.save(model, str(path))
+    command = [sys.executable, "-m", "omnivoice_rt", "synthesize", "--model-dir", str(folder), "--precision", "fp32",
+               "--text", "Hello there.", "--num-step", "2", "--output", str(tmp_path / "x.wav")]  # fmt: skip
+    result = subprocess.run([*command, "--duration", "3"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    error = result.stderr.strip().splitlines()[-1]
+    assert error.startswith("error: the model's audio_heads_decoder graph failed on this request"), error
+    assert subprocess.run([*command, "--duration", "2"], capture_output=True, cwd=ROOT, timeout=300).returncode == 0
+    with running_app(["--artifacts", str(folder)], tmp_path / "app.log", HF_HUB_OFFLINE="1") as url:
+        client = Client(url, verbose=False)
+        with pytest.raises(Exception, match="audio_heads_decoder graph failed on this request"):
+            client.predict("Hello there.", "Auto", "", "fp32", **{**FIXED, "duration": 3.0}, api_name="/synthesize")
+        path, _ = client.predict("Hello there.", "Auto", "", "fp32", **FIXED, api_name="/synthesize")
+        assert sf.read(path)[1] == 24000
+    assert "Reshape" in (tmp_path / "app.log").read_text()  # ONNX Runtime's own words, for the operator
+
+
+def test_a_tokenizer_that_does_not_match_the_model_is_refused(cpu_artifacts, tmp_path):
+    """Token ids past the embedding table: the int4 table (GatherBlockQuantized) would read garbage
+    without a word, so ids are checked before the encoder runs."""
     import shutil
 
     folder = tmp_path / "mismatched"
     shutil.copytree(cpu_artifacts, folder)
     tokenizer = json.loads((folder / "tokenizer.json").read_text())
-    tokenizer["added_tokens"].append({"id": 5000, "content": "zyzzyva", "single_word": False, "lstrip": False,
-                                      "rstrip": False, "normalized": False, "special": False})  # fmt: skip
+    tokenizer["model"]["vocab"]["."] = 5000  # the tiny model's table has 2048 rows
     (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
-    result = subprocess.run([sys.executable, "-m", "omnivoice_rt", "synthesize", "--model-dir", str(folder), "--text",
-                             "Say zyzzyva.", "--num-step", "2", "--output", str(tmp_path / "x.wav")],
-                            capture_output=True, text=True, cwd=ROOT, timeout=300)  # fmt: skip
-    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
-    error = result.stderr.strip().splitlines()[-1]
-    assert error.startswith("error: the model's audio_embeddings_encoder graph failed on this request"), error
-    with running_app(["--artifacts", str(folder)], tmp_path / "app.log", HF_HUB_OFFLINE="1") as url:
-        client = Client(url, verbose=False)
-        with pytest.raises(Exception, match="audio_embeddings_encoder graph failed"):
-            client.predict("Say zyzzyva.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
-        path, _ = client.predict("Say hello.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
-        assert sf.read(path)[1] == 24000
-    assert "audio_embeddings_encoder" in (tmp_path / "app.log").read_text()
-
+    voice = OmniVoiceONNX.load(folder, "int4")
+    with pytest.raises(ValueError, match="token id 5000 .* 2048 rows: tokenizer.json does not belong"):
+        voice.generate("Hello there.", num_step=2)
+    assert voice.generate("Hello there", num_step=2, seed=0).seconds > 0

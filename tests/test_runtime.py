@@ -206,7 +206,7 @@ def test_voice_prompt_of_another_version_is_refused(fp32_voice, tmp_path):
     with pytest.raises(ValueError, match="format version 0"):
         fp32_voice.generate("Hello.", voice_prompt=tmp_path / "old.npz")
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
-    with pytest.raises(ValueError, match="not a voice prompt"):
+    with pytest.raises(ValueError, match="not a usable voice prompt"):
         fp32_voice.generate("Hello.", voice_prompt=tmp_path / "junk.npz")
 
 
