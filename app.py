@@ -30,7 +30,7 @@ from omnivoice_rt.errors import REPORTED, Cancelled
 from omnivoice_rt.hub import DEFAULT_REPO, available_precisions
 from omnivoice_rt.limits import MAX_UPLOAD
 from omnivoice_rt.manifest import PROFILE_DIRS, ArtifactError, load_manifest
-from omnivoice_rt.model import OmniVoiceONNX, Speech
+from omnivoice_rt.model import PRESETS, OmniVoiceONNX, Speech
 from omnivoice_rt.text import (
     INSTRUCT_EXCLUSIVE,
     LANG_NAME_TO_ID,
@@ -46,6 +46,12 @@ PRECISIONS = {
     "fp16": "fp16 (CPU): fp16 encoder and heads, int4 LLM",
     "fp32": "fp32 (CPU, reference): everything fp32",
     "cuda": "cuda (GPU): fp16 everything, CUDA execution provider",
+}
+APP_PRESET = "balanced"  # the page's default: a CPU Space should answer in seconds, not a minute
+PRESET_LABELS = {
+    "best": "best: 32 steps, exact (as upstream)",
+    "balanced": "balanced: 16 steps, prompt cache, guidance reuse",
+    "fast": "fast: 12 steps, prompt cache, guidance reuse",
 }
 LANGUAGES = ["Auto"] + sorted(language_display_name(name) for name in LANG_NAME_TO_ID)
 GENDERS, AGES, PITCHES, STYLES = (sorted({x for x in INSTRUCT_EXCLUSIVE[i] if x.isascii()}) for i in range(4))
@@ -212,9 +218,13 @@ def resolve_seed(seed, randomize: bool) -> int:
     return random.randrange(2**31) if randomize or seed is None else int(seed)
 
 
-def settings_kwargs(num_step, guidance, speed, duration, denoise, postprocess) -> dict:
+def settings_kwargs(num_step, guidance, speed, duration, denoise, postprocess, preset=APP_PRESET) -> dict:
+    """The page's settings as ``generate`` arguments; the preset brings its cache and guidance reuse."""
+    if preset not in PRESETS:
+        raise refused(f"Unknown preset {preset!r}; choose one of {', '.join(PRESETS)}.")
+    bundle = {k: v for k, v in PRESETS[preset].items() if k != "num_step"}
     return {
-        "num_step": int(num_step), "guidance_scale": float(guidance),
+        **bundle, "num_step": int(num_step), "guidance_scale": float(guidance),
         "speed": float(speed) if speed and float(speed) != 1.0 else None,
         "duration": float(duration) if duration and float(duration) > 0 else None,
         "denoise": bool(denoise), "postprocess_output": bool(postprocess),
@@ -283,15 +293,17 @@ def prompt_file() -> Path:
 
 def make_handlers(voices: Voices):
     def synthesize(text, language, instruct, precision, num_step=32, guidance=2.0, speed=1.0, duration=0.0,
-                   seed=0, randomize_seed=False, denoise=True, postprocess=True, progress=gr.Progress()):  # fmt: skip
+                   seed=0, randomize_seed=False, denoise=True, postprocess=True, preset=APP_PRESET,
+                   progress=gr.Progress()):  # fmt: skip
         seed = resolve_seed(seed, randomize_seed)
         return run_synthesis(
             voices, precision, progress, text=text, language=None if language in (None, "", "Auto") else language,
-            instruct=instruct or None, seed=seed, **settings_kwargs(num_step, guidance, speed, duration, denoise, postprocess),
+            instruct=instruct or None, seed=seed, **settings_kwargs(num_step, guidance, speed, duration, denoise, postprocess, preset),
         )  # fmt: skip
 
     def clone(text, ref_audio, ref_text, voice_prompt, language, precision, num_step=32, guidance=2.0, speed=1.0,
-              duration=0.0, seed=0, randomize_seed=False, denoise=True, postprocess=True, progress=gr.Progress()):  # fmt: skip
+              duration=0.0, seed=0, randomize_seed=False, denoise=True, postprocess=True, preset=APP_PRESET,
+              progress=gr.Progress()):  # fmt: skip
         if not ref_audio and not voice_prompt:
             raise refused("Record or upload a reference voice (or load a voice prompt file) first.")
         seed = resolve_seed(seed, randomize_seed)
@@ -299,7 +311,7 @@ def make_handlers(voices: Voices):
             voices, precision, progress, text=text, language=None if language in (None, "", "Auto") else language,
             ref_audio=None if voice_prompt else ref_audio, ref_text=None if voice_prompt else ref_text,
             voice_prompt=voice_prompt or None, seed=seed,
-            **settings_kwargs(num_step, guidance, speed, duration, denoise, postprocess),
+            **settings_kwargs(num_step, guidance, speed, duration, denoise, postprocess, preset),
         )  # fmt: skip
 
     def save_prompt(ref_audio, ref_text, precision, progress=gr.Progress()):
@@ -324,8 +336,10 @@ def make_handlers(voices: Voices):
 def settings_panel() -> list:
     with gr.Accordion("Settings", open=False):
         with gr.Row():
-            preset = gr.Radio([12, 16, 32], value=32, label="Steps preset", info="12-16 are faster, 32 is best")
-            steps = gr.Slider(1, 64, value=32, step=1, label="Unmasking steps")
+            preset = gr.Radio([(PRESET_LABELS[name], name) for name in PRESETS], value=APP_PRESET, label="Speed preset",
+                              info="balanced is this page's default on a CPU; best is upstream's generation, exactly",
+                              elem_id="preset")  # fmt: skip
+            steps = gr.Slider(1, 64, value=PRESETS[APP_PRESET]["num_step"], step=1, label="Unmasking steps")
             guidance = gr.Slider(0.0, 5.0, value=2.0, step=0.1, label="Guidance scale")
         with gr.Row():
             speed = gr.Slider(0.5, 2.0, value=1.0, step=0.05, label="Speed")
@@ -335,8 +349,8 @@ def settings_panel() -> list:
             randomize = gr.Checkbox(value=True, label="Randomize seed")
             denoise = gr.Checkbox(value=True, label="Denoise reference")
             postprocess = gr.Checkbox(value=True, label="Trim silences and normalize")
-        preset.change(lambda n: n, preset, steps, api_visibility="private")
-    return [steps, guidance, speed, duration, seed, randomize, denoise, postprocess]
+        preset.change(lambda name: PRESETS[name]["num_step"], preset, steps, api_visibility="private")
+    return [steps, guidance, speed, duration, seed, randomize, denoise, postprocess, preset]
 
 
 def tag_buttons(textbox: gr.Textbox) -> None:

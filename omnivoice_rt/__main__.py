@@ -40,7 +40,9 @@ def cmd_synthesize(args) -> int:
     options = {
         name: getattr(args, name)
         for name in ("num_step", "guidance_scale", "t_shift", "layer_penalty_factor", "position_temperature",
-                     "class_temperature", "denoise", "preprocess_prompt", "postprocess_output")
+                     "class_temperature", "denoise", "preprocess_prompt", "postprocess_output",
+                     "prompt_cache_refresh", "guidance_every")
+        if getattr(args, name) is not None
     }  # fmt: skip
 
     def progress(done: int, total: int) -> None:
@@ -114,7 +116,9 @@ def cmd_inspect(args) -> int:
 
 
 def _steps(value: str):
-    return value if value in ("fast", "balanced", "best") else int(value)
+    from omnivoice_rt.model import PRESETS
+
+    return value if value in PRESETS else int(value)
 
 
 def parse_args(argv):
@@ -141,7 +145,11 @@ def parse_args(argv):
     syn.add_argument("--duration", type=float)
     syn.add_argument("--speed", type=float)
     syn.add_argument("--seed", type=int)
-    syn.add_argument("--num-step", type=_steps, default=32, help="1-256, or a preset: fast (12), balanced (16), best (32)")
+    syn.add_argument("--num-step", type=_steps, default="best",
+                     help="1-256, or a preset: best (32 steps, exact), balanced (16, prompt cache, guidance reuse), "
+                     "fast (12); default best")  # fmt: skip
+    syn.add_argument("--prompt-cache-refresh", type=int, help="run the whole prompt every N steps (0: every step, exact)")
+    syn.add_argument("--guidance-every", type=int, help="run the unconditional row every N steps (1: exact)")
     syn.add_argument("--guidance-scale", type=float, default=2.0)
     syn.add_argument("--t-shift", type=float, default=0.1)
     syn.add_argument("--layer-penalty-factor", type=float, default=5.0)
@@ -172,7 +180,7 @@ def parse_args(argv):
     ev.add_argument("--ref-audio", help="equiv: reference for the voice-clone case (default: a test signal)")
     ev.add_argument("--text", help="rtf: the text to speak")
     ev.add_argument("--runs", type=int, default=3)
-    ev.add_argument("--num-step", type=int, default=32)
+    ev.add_argument("--num-step", type=_steps, default="best", help="1-256 or a preset (rtf)")
     ev.set_defaults(func=cmd_eval)
 
     ins = sub.add_parser("inspect", help="what an artifact folder or Hub repo holds, and how it would be used")

@@ -92,19 +92,33 @@ def position_table(path: str | Path) -> int | None:
     return next((int(t.dims[0]) for t in model.graph.initializer if t.name == "cos_cache" and t.dims), None)
 
 
-def llm_feeds(session, inputs_embeds: np.ndarray, attention_mask: np.ndarray, head_dim: int) -> dict:
-    """Feeds for one full forward: the embeddings, the mask, positions 0..S-1 where the graph
-    takes ``position_ids``, and an empty cache for every input whose name contains "past"."""
-    feeds = {"inputs_embeds": inputs_embeds, "attention_mask": attention_mask}
+def llm_feeds(session, inputs_embeds: np.ndarray, attention_mask: np.ndarray | None, head_dim: int,
+              past: dict[str, np.ndarray] | None = None) -> dict:  # fmt: skip
+    """Feeds for one forward: the embeddings; every input whose name contains "past" from ``past``
+    (keys and values of earlier positions) or empty; the mask over past and new positions (all
+    ones when None); and, where the graph takes ``position_ids``, positions that continue after
+    the past ones."""
     batch, seq = inputs_embeds.shape[:2]
+    past = past or {}
+    past_len = next(iter(past.values())).shape[2] if past else 0
+    if attention_mask is None:
+        attention_mask = np.ones((batch, past_len + seq), dtype=np.int64)
+    feeds = {"inputs_embeds": inputs_embeds, "attention_mask": attention_mask}
     for arg in session.get_inputs():
         if arg.name == "position_ids":
-            feeds[arg.name] = np.broadcast_to(np.arange(seq, dtype=np.int64), (batch, seq)).copy()
+            feeds[arg.name] = np.broadcast_to(np.arange(past_len, past_len + seq, dtype=np.int64), (batch, seq)).copy()
         elif "past" in arg.name:
-            kv_heads = arg.shape[1]
             dtype = np.float16 if "float16" in arg.type else np.float32
-            feeds[arg.name] = np.zeros((batch, kv_heads, 0, head_dim), dtype=dtype)
+            feeds[arg.name] = past.get(arg.name, np.zeros((batch, arg.shape[1], 0, head_dim), dtype=dtype))
     return feeds
+
+
+def present_names(session) -> dict[str, str] | None:
+    """``{past input: present output}`` of an onnxruntime-genai LLM (``past_key_values.N.key`` ->
+    ``present.N.key``), or None when the graph does not pair them that way."""
+    outputs = {o.name for o in session.get_outputs()}
+    pairs = {a.name: a.name.replace("past_key_values", "present") for a in session.get_inputs() if "past" in a.name}
+    return pairs if pairs and all(name in outputs for name in pairs.values()) else None
 
 
 def check_bidirectional(session, head_dim: int, seq_len: int = 8, tolerance: float = 1e-4) -> float:

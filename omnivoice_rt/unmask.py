@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# forward(tokens (C, T)) -> (cond_logits, uncond_logits), each (C, T, V) float32
+# forward(tokens (C, T)) -> (cond_logits, uncond_logits), each (C, T, V) float32; uncond is None
+# when guidance is off
 Forward = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 

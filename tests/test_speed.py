@@ -1,0 +1,116 @@
+"""The speed settings: the prompt K/V cache, guidance reuse and the presets that bundle them.
+
+The mechanism is held exact where it must be: run after the keys and values a full forward kept,
+the target's hidden states equal that forward's (fp32, int4, and an LLM that takes position_ids,
+whose positions must continue after the prompt), and refreshing the cache every step gives
+exactly the codes of the exact path. What the approximation costs in quality cannot be measured
+on random weights; PRESETS in omnivoice_rt/model.py cites the ports that measured it.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from omnivoice_build.equivalence import GREEDY
+from omnivoice_rt.model import PRESETS, GenerationSettings, OmniVoiceONNX
+from omnivoice_rt.prompt import build_prompt
+
+TEXT = "Hello world, this is a test."
+
+
+@pytest.fixture(scope="module")
+def fp32_voice(fp32_artifacts):
+    return OmniVoiceONNX.load(fp32_artifacts, "fp32")
+
+
+def cached_and_full(voice: OmniVoiceONNX, ref_codes=None, target_len: int = 40):
+    """Target hidden states of one full forward, and of a target-only forward after the prompt
+    keys and values that full forward kept, on the same codes."""
+    rng = np.random.default_rng(0)
+    prompt = build_prompt(voice.tokenizer, TEXT, target_len, num_codebooks=8, mask_id=1024,
+                          ref_text=None if ref_codes is None else "This is my voice.", ref_codes=ref_codes)  # fmt: skip
+    tokens = np.where(rng.random((8, target_len)) < 0.5, 1024, rng.integers(0, 1024, (8, target_len)))
+    prefix = voice._embed(prompt.ids[:, : prompt.prefix_len], prompt.audio_mask[: prompt.prefix_len])
+    target = voice._embed(tokens, np.ones(target_len, dtype=bool))
+    full, cache = voice._llm(np.concatenate([prefix, target], axis=1), keep=prompt.prefix_len)
+    cached, _ = voice._llm(target, past=cache)
+    assert {v.shape[2] for v in cache.values()} == {prompt.prefix_len}
+    return cached, full[:, -target_len:]
+
+
+def test_cached_target_equals_the_full_forward(fp32_voice, cpu_artifacts):
+    for voice in (fp32_voice, OmniVoiceONNX.load(cpu_artifacts, "int4")):
+        cached, full = cached_and_full(voice)
+        np.testing.assert_allclose(cached, full, atol=2e-5, rtol=0)
+    ref = np.random.default_rng(1).integers(0, 1024, (8, 30))
+    cached, full = cached_and_full(fp32_voice, ref_codes=ref)
+    np.testing.assert_allclose(cached, full, atol=2e-5, rtol=0)
+
+
+def test_positions_continue_after_the_prompt_in_an_llm_that_takes_them(published, tiny_checkpoint, tmp_path,
+                                                                       monkeypatch):  # fmt: skip
+    import huggingface_hub.constants
+
+    from omnivoice_build.published import build_llm
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HOME", str(tmp_path / "hf"))
+    folder = tmp_path / "repo"
+    shutil.copytree(published, folder)
+    build_llm(tiny_checkpoint, folder / "int4", "fp32", position_ids=True)
+    voice = OmniVoiceONNX.load(folder, "int4")
+    assert voice.graphs["llm_decoder"].input("position_ids") is not None
+    cached, full = cached_and_full(voice)
+    np.testing.assert_allclose(cached, full, atol=2e-5, rtol=0)
+
+
+@pytest.mark.parametrize("kwargs", [{"text": TEXT}, {"text": TEXT, "instruct": "female, low pitch"},
+                                    {"text": TEXT, "ref_text": "This is my voice."}])  # fmt: skip
+def test_refreshing_every_step_gives_the_exact_codes(fp32_voice, kwargs, tmp_path):
+    if "ref_text" in kwargs:
+        from omnivoice_build.equivalence import write_reference
+
+        kwargs = {**kwargs, "ref_audio": write_reference(str(tmp_path / "reference.wav"))}
+    exact = fp32_voice.generate(**kwargs, num_step=16, **GREEDY).codes[0]
+    refreshed = fp32_voice.generate(**kwargs, num_step=16, prompt_cache_refresh=1, **GREEDY).codes[0]
+    np.testing.assert_array_equal(refreshed, exact)
+
+
+def count_llm_rows(voice, **kwargs) -> list[int]:
+    """The sequence length of every LLM call one generation makes."""
+    graph = voice.graphs["llm_decoder"]
+    original, rows = graph.run, []
+    graph.run = lambda outputs, feeds: rows.append(feeds["inputs_embeds"].shape[1]) or original(outputs, feeds)
+    try:
+        voice.generate(TEXT, duration=2.0, **kwargs)
+    finally:
+        graph.run = original
+    return rows
+
+
+def test_balanced_runs_the_prompt_twice_and_the_unconditional_row_every_third_step(fp32_voice):
+    target = 50  # duration 2.0
+    exact = count_llm_rows(fp32_voice, num_step=16, seed=0)
+    assert len(exact) == 32 and sorted(set(exact))[0] == target  # a conditional and an unconditional row per step
+    balanced = count_llm_rows(fp32_voice, num_step="balanced", seed=0)
+    whole = max(exact)
+    assert balanced.count(whole) == 2  # steps 0 and 8 refresh the cache
+    assert balanced.count(target) == 14 + 6  # the cached conditional rows, and the unconditional row at 0, 3, ... 15
+    none = count_llm_rows(fp32_voice, num_step=16, guidance_scale=0.0, seed=0)
+    assert none == [whole] * 16  # no unconditional row at guidance 0
+
+
+def test_presets_bundle_their_settings(fp32_voice):
+    assert GenerationSettings.preset("balanced") == GenerationSettings(**PRESETS["balanced"])
+    assert GenerationSettings.preset("best") == GenerationSettings()  # the default is exact
+    speech = fp32_voice.generate(TEXT, num_step="fast", seed=0)
+    assert speech.metadata["steps"] == 12
+    codes = speech.codes[0]
+    assert codes.max() < 1024 and all(len(np.unique(row)) > 3 for row in codes)
+    with pytest.raises(ValueError, match="unknown preset 'quick'"):
+        fp32_voice.generate(TEXT, num_step="quick")
+    for bad in ({"prompt_cache_refresh": -1}, {"guidance_every": 0}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            fp32_voice.generate(TEXT, **bad)
