@@ -128,7 +128,7 @@ def next_step_agreement(voice, reference, texts: list[str], seed: int = 1) -> li
     def predictions(model, text, tokens):
         prompt = build_prompt(model.tokenizer, text, tokens.shape[1], num_codebooks=model.num_codebooks,
                               mask_id=model.mask_id)  # fmt: skip
-        cond, uncond = model._forward_for(prompt)(tokens)
+        cond, uncond = model._forward_for(prompt, settings)(tokens)
         return predict(cond, uncond, settings, model.mask_id, rng)[0]
 
     shares = []
