@@ -32,6 +32,11 @@ def test_api_lists_the_stable_endpoints_only(client):
     endpoints = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
     assert {"/synthesize", "/clone", "/save_voice_prompt"} <= endpoints
     assert not [e for e in endpoints if e.startswith("/lambda") or "describe" in e or "design" in e]
+    info = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+    for endpoint in ("/synthesize", "/clone"):
+        preset = next(p for p in info[endpoint]["parameters"] if p["parameter_name"] == "preset")
+        assert preset["parameter_default"] == "balanced"  # the page's and the API's default on a CPU
+        assert preset["python_type"]["type"] == "Literal['best', 'balanced', 'fast']"
 
 
 def test_synthesize_auto_voice_and_voice_design(client):
