@@ -1,13 +1,19 @@
 #!/usr/bin/env python3
 """Benchmark: our runtime against stock PyTorch ``OmniVoice.generate``, in one run, on one machine.
 
-    python bench/benchmark.py --checkpoint FULL_CHECKPOINT --artifacts FULL_ARTIFACTS [--reps 3] [--long]
+    python bench/benchmark.py --checkpoint FULL_CHECKPOINT --artifacts FULL_ARTIFACTS [--reps 3] [--cases auto,clone,long]
+        [--presets best,balanced,fast]
 
 Make the inputs with ``python -m omnivoice_build.fixtures --size full --output ckpt`` and
 ``python build_artifacts.py --model ckpt --output art --device cpu`` (and ``cpu_fp16``,
 ``cpu_int8``, ``--include-higgs``). Each case runs PyTorch and every precision in turn,
 alternating, ``--reps`` times; the table shows the median and the range. All engines speak the
-same text for the same number of frames with the same 32 steps.
+same text for the same number of frames. PyTorch runs upstream's 32 steps and 16 (``pytorch@16``);
+each precision runs every preset of ``--presets`` (``int4`` is ``best``, ``int4/balanced``...), and
+``int4@16`` is the exact path at 16 steps, which ``balanced`` is compared with: its speedup, and the
+share of its codes that equal the exact path's (a sanity figure: random weights say nothing about
+quality). Speedups are against PyTorch at 32 steps (what a user of upstream runs) and at the same
+number of steps.
 
 Cases: ``auto`` (5 s of speech), ``clone`` (a 5 s reference, 5 s of speech), and with ``--long``
 a text of about 40 s (chunked). Columns: real-time factor, speedup over PyTorch, seconds per step,
@@ -54,10 +60,10 @@ def machine() -> str:
 # ----------------------------------------------------------------------------- engines
 
 
-def run_pytorch(model, case: dict, reference: str | None) -> dict:
+def run_pytorch(model, case: dict, reference: str | None, num_step: int = 32) -> dict:
     import torch
 
-    kwargs = dict(case)
+    kwargs = dict(case, num_step=num_step)
     if "ref_text" in kwargs:
         kwargs["ref_audio"] = reference
     started = time.perf_counter()
@@ -68,11 +74,11 @@ def run_pytorch(model, case: dict, reference: str | None) -> dict:
     return {"total": total, "seconds": seconds, "rtf": total / seconds}
 
 
-def run_onnx(voice, case: dict, reference: str | None, seed: int) -> dict:
+def run_onnx(voice, case: dict, reference: str | None, seed: int, num_step) -> dict:
     kwargs = dict(case)
     if "ref_text" in kwargs:
         kwargs["ref_audio"] = reference
-    speech = voice.generate(seed=seed, **kwargs)
+    speech = voice.generate(seed=seed, num_step=num_step, **kwargs)
     t = speech.metadata["timings"]
     parts = {
         "encoder": t.get("model.audio_embeddings_encoder", 0.0),
@@ -81,7 +87,7 @@ def run_onnx(voice, case: dict, reference: str | None, seed: int) -> dict:
         "decode": t["decode"],
     }
     parts["python"] = t["total"] - sum(parts.values())
-    return {"total": t["total"], "seconds": speech.seconds, "rtf": speech.metadata["rtf"],
+    return {"total": t["total"], "seconds": speech.seconds, "rtf": speech.metadata["rtf"], "codes": speech.codes,
             "steps": speech.metadata["steps"], "frames": speech.metadata["frames"], **parts}  # fmt: skip
 
 
@@ -163,6 +169,7 @@ def main(argv=None) -> int:
     parser.add_argument("--precisions", default="int4,fp16,int8", help="comma-separated, those built")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--cases", default="auto,clone", help="auto, clone, long")
+    parser.add_argument("--presets", default="best,balanced", help="comma-separated presets of omnivoice_rt.model.PRESETS")
     args = parser.parse_args(argv)
 
     import torch
@@ -178,32 +185,50 @@ def main(argv=None) -> int:
     pytorch = OmniVoice.from_pretrained(args.checkpoint).eval()
     voices = {p: OmniVoiceONNX.load(args.artifacts, p) for p in precisions}
     reference = write_reference(os.path.join(tempfile.mkdtemp(), "reference.wav"), seconds=5.3, rate=24000, channels=1)
+    # engine name -> (precision or "pytorch", num_step or preset); "int4" is the best preset, as before.
+    engines = {"pytorch": ("pytorch", 32), "pytorch@16": ("pytorch", 16)}
+    for precision in precisions:
+        for preset in args.presets.split(","):
+            engines[precision if preset == "best" else f"{precision}/{preset}"] = (precision, preset)
+        if "balanced" in args.presets.split(","):
+            engines[f"{precision}@16"] = (precision, 16)
     results: dict = {}
     for case_name in args.cases.split(","):
         case = CASES[case_name]
         for rep in range(args.reps):
-            for engine in ["pytorch", *precisions]:  # alternate, so drift hits every engine alike
-                if engine == "pytorch":
-                    run = run_pytorch(pytorch, case, reference)
+            for engine, (runner, steps) in engines.items():  # alternate, so drift hits every engine alike
+                if runner == "pytorch":
+                    run = run_pytorch(pytorch, case, reference, steps)
                 else:
-                    run = run_onnx(voices[engine], case, reference, seed=rep)
+                    run = run_onnx(voices[runner], case, reference, rep, steps)
                 results.setdefault(case_name, {}).setdefault(engine, []).append(run)
                 print(f"  {case_name} rep {rep} {engine}: {run['seconds']:.2f} s audio, rtf {run['rtf']:.2f}", flush=True)
 
-    print("\ncase   engine    RTF median [range]  speedup  s/step  encoder    LLM  heads decode python")
+    print("\ncase   engine          RTF median [range]  vs pt@32  vs pt@same  s/step  encoder    LLM  heads decode python")
     speedups: dict = {}
-    for case_name, engines in results.items():
-        base = statistics.median(r["rtf"] for r in engines["pytorch"])
-        for engine, runs in engines.items():
+    for case_name, by_engine in results.items():
+        base = {steps: statistics.median(r["rtf"] for r in by_engine[name])
+                for name, (runner, steps) in engines.items() if runner == "pytorch"}  # fmt: skip
+        for engine, runs in by_engine.items():
             rtf = [r["rtf"] for r in runs]
-            speed = base / statistics.median(rtf)
+            speed = base[32] / statistics.median(rtf)
             speedups[(case_name, engine)] = speed
-            if engine == "pytorch":
-                print(f"{case_name:6s} {engine:8s} {summary(rtf)}     1.00")
+            steps = runs[0].get("steps", engines[engine][1]) // max(1, len(runs[0].get("codes", [0])))
+            same = f"{base[steps] / statistics.median(rtf):10.2f}" if steps in base else " " * 10
+            if engines[engine][0] == "pytorch":
+                print(f"{case_name:6s} {engine:14s} {summary(rtf)}  {speed:7.2f}  {same}")
                 continue
             per_step = statistics.median(r["total"] / r["steps"] for r in runs)
             split = " ".join(f"{statistics.median(r[k] for r in runs):6.2f}" for k in ("encoder", "llm", "heads", "decode", "python"))
-            print(f"{case_name:6s} {engine:8s} {summary(rtf)}  {speed:6.2f}  {per_step:6.3f}  {split}")
+            print(f"{case_name:6s} {engine:14s} {summary(rtf)}  {speed:7.2f}  {same}  {per_step:6.3f}  {split}")
+        for precision in precisions:  # how far balanced is from the exact path at its 16 steps
+            exact, cached = by_engine.get(f"{precision}@16"), by_engine.get(f"{precision}/balanced")
+            if exact and cached:
+                agree = statistics.median(
+                    float(np.mean([(a == b).mean() for a, b in zip(x["codes"], y["codes"], strict=True)]))
+                    for x, y in zip(exact, cached, strict=True)
+                )  # fmt: skip
+                print(f"{case_name:6s} {precision}/balanced: {agree:.2f} of its codes equal the exact path's at 16 steps")
 
     memory = probe(args.artifacts, "int4")
     print(f"\nint4 in a fresh process: load {memory['load_s']:.2f} s, peak resident memory {memory['peak_rss_mb']:.0f} MB")
@@ -219,9 +244,13 @@ def main(argv=None) -> int:
         print(f"roofline: the LLM does {gop_step:.0f} GOP per step; it ran at {achieved:.0f} GOP/s, the best int4 "
               f"MatMulNBits here (block {int4.get('llm_block_size')}, accuracy level 4) is {best:.0f} GOP/s "
               f"({100 * achieved / best:.0f}%)")  # fmt: skip
+    balanced_auto = results.get("auto", {}).get("int4/balanced")
+    rtf_balanced = statistics.median(r["rtf"] for r in balanced_auto) if balanced_auto else 0.0
     print(f"speedup_auto={speedups.get(('auto', 'int4'), 0):.2f} speedup_clone={speedups.get(('clone', 'int4'), 0):.2f} "
-          f"rtf_int4_auto={rtf_auto:.2f} peak_rss_mb={memory['peak_rss_mb']:.0f} "
-          f"load_s={memory['load_s']:.2f}")  # fmt: skip
+          f"rtf_int4_auto={rtf_auto:.2f} peak_rss_mb={memory['peak_rss_mb']:.0f} load_s={memory['load_s']:.2f} "
+          f"speedup_balanced_auto={speedups.get(('auto', 'int4/balanced'), 0):.2f} "
+          f"speedup_balanced_clone={speedups.get(('clone', 'int4/balanced'), 0):.2f} "
+          f"rtf_balanced_int4_auto={rtf_balanced:.2f}")  # fmt: skip
     return 0
 
 
