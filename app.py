@@ -31,6 +31,7 @@ from omnivoice_rt.hub import DEFAULT_REPO, available_precisions
 from omnivoice_rt.limits import MAX_UPLOAD
 from omnivoice_rt.manifest import PROFILE_DIRS, ArtifactError, load_manifest
 from omnivoice_rt.model import PRESETS, OmniVoiceONNX, Speech
+from omnivoice_rt.sessions import cuda_available
 from omnivoice_rt.text import (
     INSTRUCT_EXCLUSIVE,
     LANG_NAME_TO_ID,
@@ -79,15 +80,12 @@ class Config:
 def offered_precisions(source: str | None) -> list[str]:
     """What the selector offers: the precisions the source has (its manifest, or the repo's file
     list, asked once), cuda only with CUDA; every CPU precision when the Hub cannot be asked."""
-    import onnxruntime as ort
-
     try:
         found = available_precisions(source)
     except ArtifactError as exc:
         logger.warning("%s", exc)
         found = None
-    has_cuda = "CUDAExecutionProvider" in ort.get_available_providers()
-    return [p for p in PRECISIONS if (p in found if found else p != "cuda" or has_cuda)]
+    return [p for p in PRECISIONS if (p in found if found else p != "cuda" or cuda_available())]
 
 
 class Voices:

@@ -45,8 +45,9 @@ class Comparison:
                 f"waveform max|diff| {self.max_abs_diff:.2e} (peak {self.upstream_peak:.2f})")  # fmt: skip
 
 
-def upstream_codes(model, **kwargs) -> tuple[list[np.ndarray], np.ndarray]:
-    """Upstream's waveform and the codes of every ``_generate_iterative`` call it made."""
+def upstream_codes(model, greedy: bool = True, **kwargs) -> tuple[list[np.ndarray], np.ndarray]:
+    """Upstream's waveform and the codes of every ``_generate_iterative`` call it made; greedy
+    (both temperatures 0) unless ``greedy`` is False."""
     captured: list[np.ndarray] = []
     original = model._generate_iterative
 
@@ -57,7 +58,7 @@ def upstream_codes(model, **kwargs) -> tuple[list[np.ndarray], np.ndarray]:
 
     model._generate_iterative = spy
     try:
-        waveform = model.generate(**GREEDY, **kwargs)[0]
+        waveform = model.generate(**(GREEDY if greedy else {}), **kwargs)[0]
     finally:
         model._generate_iterative = original
     return captured, waveform

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from omnivoice_rt.audio import resample
+from omnivoice_rt.audio import SAMPLE_RATE, resample
 from omnivoice_rt.errors import ArtifactError
-
-SAMPLE_RATE = 24000
 
 
 class Codec:

@@ -40,7 +40,7 @@ from omnivoice_rt.manifest import (
     safe_join,
     verify_files,
 )
-from omnivoice_rt.sessions import require_cuda
+from omnivoice_rt.sessions import cuda_available, require_cuda
 from omnivoice_rt.signatures import MAIN_ROLES
 
 logger = logging.getLogger(__name__)
@@ -205,8 +205,6 @@ def precisions_in(paths) -> list[str]:
 def available_precisions(source: str | Path | None) -> list[str] | None:
     """The precisions ``source`` offers (a local folder's manifest, or the repo's file list, asked
     once), cuda only where onnxruntime has CUDA; None when the Hub cannot be asked."""
-    import onnxruntime as ort
-
     repo_id = repo_of(source)
     if repo_id is None:
         found = list(load_manifest(Path(source).expanduser())["profiles"])
@@ -215,8 +213,7 @@ def available_precisions(source: str | Path | None) -> list[str] | None:
         if files is None:
             return None
         found = precisions_in(files)
-    has_cuda = "CUDAExecutionProvider" in ort.get_available_providers()
-    return [p for p in PRECISION_FILES if p in found and (p != "cuda" or has_cuda)]
+    return [p for p in PRECISION_FILES if p in found and (p != "cuda" or cuda_available())]
 
 
 # ----------------------------------------------------------------------------- repair

@@ -14,7 +14,9 @@ from pathlib import Path
 
 from omnivoice_rt.bidirectional import GQA, declares_causal
 from omnivoice_rt.errors import ArtifactError
+from omnivoice_rt.hub import fetch, remote_files, repair_storage, repo_of
 from omnivoice_rt.manifest import CODEC_DIR, CODEC_VARIANTS, PROFILE_DIRS, load_manifest, safe_join
+from omnivoice_rt.sessions import open_graph
 from omnivoice_rt.signatures import CODEC_ROLES, bind, ports_of_graph
 
 MANIFEST_KINDS = {
@@ -58,8 +60,6 @@ def _graph_lines(folder: Path, role: str, relative: str, remote) -> list[str]:
 
 
 def _attention_line(folder: Path, relative: str, precision: str) -> str:
-    from omnivoice_rt.hub import repair_storage
-
     path = safe_join(folder, relative)
     if declares_causal(path):
         return (f"    attention: CAUSAL ({GQA} without causal=0): would be repaired into "
@@ -68,8 +68,6 @@ def _attention_line(folder: Path, relative: str, precision: str) -> str:
 
 
 def _codec_lines(folder: Path, name: str, spec: dict) -> list[str]:
-    from omnivoice_rt.sessions import open_graph
-
     users = CODEC_VARIANTS.get(name.rsplit("/", 1)[-1]) if name != CODEC_DIR else None
     who = f"tried first by {', '.join(users)}" if users else "used by every precision (the fallback)"
     lines = [f"codec {name}/: {who}"]
@@ -86,8 +84,6 @@ def _codec_lines(folder: Path, name: str, spec: dict) -> list[str]:
 
 def inspect(source: str | Path | None, precision: str | None = None) -> list[str]:
     """The report's lines for ``source`` (a folder or Hub repo id; None: the default repo)."""
-    from omnivoice_rt.hub import fetch, remote_files, repo_of
-
     repo_id = repo_of(source)
     if repo_id is None:
         folder, remote, where = Path(source).expanduser(), None, str(Path(source).expanduser())

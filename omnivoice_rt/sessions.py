@@ -60,11 +60,16 @@ def default_providers(precision: str) -> list[str]:
     return ["CUDAExecutionProvider", "CPUExecutionProvider"] if precision == "cuda" else ["CPUExecutionProvider"]
 
 
-def require_cuda(precision: str) -> None:
-    """Fail before any download when the cuda profile is asked for without a GPU runtime."""
+def cuda_available() -> bool:
+    """Whether this onnxruntime can run the cuda profile."""
     import onnxruntime as ort
 
-    if precision == "cuda" and "CUDAExecutionProvider" not in ort.get_available_providers():
+    return "CUDAExecutionProvider" in ort.get_available_providers()
+
+
+def require_cuda(precision: str) -> None:
+    """Fail before any download when the cuda profile is asked for without a GPU runtime."""
+    if precision == "cuda" and not cuda_available():
         raise ArtifactError(
             "the cuda profile needs a GPU and onnxruntime-gpu (pip install onnxruntime-gpu); "
             "on a CPU use precision 'int4' or 'fp16'"

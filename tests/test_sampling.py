@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from omnivoice_build.equivalence import upstream_codes
 from omnivoice_rt.model import OmniVoiceONNX
 
 CASES = [
@@ -31,17 +32,7 @@ def upstream_sampled(model, seed: int, monkeypatch, **kwargs) -> list[np.ndarray
     """Upstream's codes with every ``torch.rand_like`` draw taken from numpy's generator."""
     rng = np.random.default_rng(seed)
     monkeypatch.setattr(torch, "rand_like", lambda t: torch.from_numpy(rng.random(tuple(t.shape), dtype=np.float32)))
-    captured: list[np.ndarray] = []
-    original = model._generate_iterative
-
-    def spy(task, config):
-        result = original(task, config)
-        captured.extend(codes.cpu().numpy() for codes in result)
-        return result
-
-    monkeypatch.setattr(model, "_generate_iterative", spy)
-    model.generate(**kwargs)
-    return captured
+    return upstream_codes(model, greedy=False, **kwargs)[0]
 
 
 @pytest.mark.parametrize("name,kwargs,temperatures", CASES, ids=[c[0] for c in CASES])
