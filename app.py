@@ -4,8 +4,8 @@
     python app.py [--artifacts FOLDER_OR_HUB_REPO] [--precision int4] [--host 127.0.0.1] [--port 7860]
 
 Tabs for text-to-speech (auto voice and voice design) and voice cloning, a precision selector,
-settings, progress over download and unmasking, and two stable API endpoints for
-``gradio_client``: ``/synthesize`` and ``/clone``.
+settings, progress over download and unmasking, audio played as it is made, and stable API
+endpoints for ``gradio_client``: ``/synthesize``, ``/clone`` and ``/save_voice_prompt``.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ import contextlib
 import logging
 import os
 import random
+import shutil
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +58,10 @@ PRESET_LABELS = {
 LANGUAGES = ["Auto"] + sorted(language_display_name(name) for name in LANG_NAME_TO_ID)
 GENDERS, AGES, PITCHES, STYLES = (sorted({x for x in INSTRUCT_EXCLUSIVE[i] if x.isascii()}) for i in range(4))
 ACCENTS, DIALECTS = sorted(INSTRUCT_EXCLUSIVE[4]), sorted(INSTRUCT_EXCLUSIVE[5])
+# The page plays a long text's first piece while the rest is made; Gradio encodes streamed audio
+# with ffmpeg (packages.txt), and without it the page shows the whole result at the end.
+STREAMING = shutil.which("ffmpeg") is not None
+SENTENCES_LABEL = "Sentence by sentence: the first audio sooner (prosody can break where sentences join)"
 REFERENCE_TIPS = (
     "A good reference: 3-10 s of one person speaking clearly, little background noise, in the language "
     "you will synthesize, with its exact transcript below. Or load a voice prompt saved earlier."
@@ -262,18 +267,49 @@ def abandoned() -> Callable[[], bool]:
     return gone
 
 
+def pcm16(waveform: np.ndarray) -> np.ndarray:
+    """16-bit samples as the runtime made them: Gradio rescales float audio to full scale, which
+    would undo the loudness the runtime set (matched to the reference, or peak 0.5)."""
+    return np.round(np.clip(waveform, -1.0, 1.0) * 32767).astype(np.int16)
+
+
 def run_synthesis(voices: Voices, precision: str, progress, **kwargs) -> tuple[tuple[int, np.ndarray], str]:
     """Load the precision, synthesize with a step-by-step progress bar, turn errors into gr.Error."""
     try:
         voice = voices.get(precision, progress)
         with voices.slot(progress):
-            speech = voice.generate(progress=lambda done, total: progress(done / total, desc=f"Step {done}/{total}"),
-                                    should_stop=abandoned(), **kwargs)  # fmt: skip
+            speech = voice.generate(progress=step_progress(progress), should_stop=abandoned(), **kwargs)
     except REPORTED as exc:
         raise refused(str(exc)) from exc
     except Cancelled as exc:
         raise refused(str(exc), visible=False) from exc
-    return (speech.sample_rate, speech.waveform), result_line(speech, kwargs.get("seed", 0))
+    return (speech.sample_rate, pcm16(speech.waveform)), result_line(speech, kwargs.get("seed", 0))
+
+
+def stream_synthesis(voices: Voices, precision: str, progress, sentences: bool = False, **kwargs) -> Iterator[tuple]:
+    """``run_synthesis`` for the page: each piece goes to the player as soon as it is made (when
+    ``STREAMING``), then the pieces joined (what was played) become the result to download.
+    Yields (piece, whole, info)."""
+    parts: list[Speech] = []
+    try:
+        voice = voices.get(precision, progress)
+        with voices.slot(progress):
+            stream = voice.stream(progress=step_progress(progress), should_stop=abandoned(), sentences=sentences, **kwargs)
+            for part in stream:
+                parts.append(part)
+                done, count = part.metadata["piece"] + 1, part.metadata["pieces"]
+                note = f"Playing piece {done} of {count} while the rest is made…" if done < count else "Finishing…"
+                yield (part.sample_rate, pcm16(part.waveform)) if STREAMING else gr.skip(), gr.skip(), note
+    except REPORTED as exc:
+        raise refused(str(exc)) from exc
+    except Cancelled as exc:
+        raise refused(str(exc), visible=False) from exc
+    speech = Speech.join(parts)
+    yield gr.skip(), (speech.sample_rate, pcm16(speech.waveform)), result_line(speech, kwargs.get("seed", 0))
+
+
+def step_progress(progress) -> Callable[[int, int], None]:
+    return lambda done, total: progress(done / total, desc=f"Step {done}/{total}")
 
 
 def prompt_file() -> Path:
@@ -290,27 +326,53 @@ def prompt_file() -> Path:
 
 
 def make_handlers(voices: Voices):
+    """The API's handlers (the whole result at the end) and the page's (pieces as they are made,
+    when ``STREAMING``); both share the voices, their synthesis slots and their messages."""
+
+    def tts_request(text, language, instruct, num_step, guidance, speed, duration, seed, randomize_seed, denoise,
+                    postprocess, preset) -> dict:  # fmt: skip
+        return dict(
+            text=text, language=None if language in (None, "", "Auto") else language, instruct=instruct or None,
+            seed=resolve_seed(seed, randomize_seed),
+            **settings_kwargs(num_step, guidance, speed, duration, denoise, postprocess, preset),
+        )  # fmt: skip
+
+    def clone_request(text, ref_audio, ref_text, voice_prompt, language, num_step, guidance, speed, duration, seed,
+                      randomize_seed, denoise, postprocess, preset) -> dict:  # fmt: skip
+        if not ref_audio and not voice_prompt:
+            raise refused("Record or upload a reference voice (or load a voice prompt file) first.")
+        return dict(
+            text=text, language=None if language in (None, "", "Auto") else language,
+            ref_audio=None if voice_prompt else ref_audio, ref_text=None if voice_prompt else ref_text,
+            voice_prompt=voice_prompt or None, seed=resolve_seed(seed, randomize_seed),
+            **settings_kwargs(num_step, guidance, speed, duration, denoise, postprocess, preset),
+        )  # fmt: skip
+
     def synthesize(text, language, instruct, precision, num_step=32, guidance=2.0, speed=1.0, duration=0.0,
                    seed=0, randomize_seed=False, denoise=True, postprocess=True, preset=APP_PRESET,
                    progress=gr.Progress()):  # fmt: skip
-        seed = resolve_seed(seed, randomize_seed)
-        return run_synthesis(
-            voices, precision, progress, text=text, language=None if language in (None, "", "Auto") else language,
-            instruct=instruct or None, seed=seed, **settings_kwargs(num_step, guidance, speed, duration, denoise, postprocess, preset),
-        )  # fmt: skip
+        request = tts_request(text, language, instruct, num_step, guidance, speed, duration, seed, randomize_seed,
+                              denoise, postprocess, preset)  # fmt: skip
+        return run_synthesis(voices, precision, progress, **request)
 
     def clone(text, ref_audio, ref_text, voice_prompt, language, precision, num_step=32, guidance=2.0, speed=1.0,
               duration=0.0, seed=0, randomize_seed=False, denoise=True, postprocess=True, preset=APP_PRESET,
               progress=gr.Progress()):  # fmt: skip
-        if not ref_audio and not voice_prompt:
-            raise refused("Record or upload a reference voice (or load a voice prompt file) first.")
-        seed = resolve_seed(seed, randomize_seed)
-        return run_synthesis(
-            voices, precision, progress, text=text, language=None if language in (None, "", "Auto") else language,
-            ref_audio=None if voice_prompt else ref_audio, ref_text=None if voice_prompt else ref_text,
-            voice_prompt=voice_prompt or None, seed=seed,
-            **settings_kwargs(num_step, guidance, speed, duration, denoise, postprocess, preset),
-        )  # fmt: skip
+        request = clone_request(text, ref_audio, ref_text, voice_prompt, language, num_step, guidance, speed,
+                                duration, seed, randomize_seed, denoise, postprocess, preset)  # fmt: skip
+        return run_synthesis(voices, precision, progress, **request)
+
+    def synthesize_page(text, language, instruct, precision, num_step, guidance, speed, duration, seed,
+                        randomize_seed, denoise, postprocess, preset, sentences, progress=gr.Progress()):  # fmt: skip
+        request = tts_request(text, language, instruct, num_step, guidance, speed, duration, seed, randomize_seed,
+                              denoise, postprocess, preset)  # fmt: skip
+        yield from stream_synthesis(voices, precision, progress, sentences=bool(sentences), **request)
+
+    def clone_page(text, ref_audio, ref_text, voice_prompt, language, precision, num_step, guidance, speed, duration,
+                   seed, randomize_seed, denoise, postprocess, preset, sentences, progress=gr.Progress()):  # fmt: skip
+        request = clone_request(text, ref_audio, ref_text, voice_prompt, language, num_step, guidance, speed,
+                                duration, seed, randomize_seed, denoise, postprocess, preset)  # fmt: skip
+        yield from stream_synthesis(voices, precision, progress, sentences=bool(sentences), **request)
 
     def save_prompt(ref_audio, ref_text, precision, progress=gr.Progress()):
         if not ref_audio:
@@ -325,7 +387,7 @@ def make_handlers(voices: Voices):
         prompt.save(path)
         return str(path)
 
-    return synthesize, clone, save_prompt
+    return synthesize, clone, synthesize_page, clone_page, save_prompt
 
 
 # ----------------------------------------------------------------------------- layout
@@ -348,7 +410,8 @@ def settings_panel() -> list:
             denoise = gr.Checkbox(value=True, label="Denoise reference")
             postprocess = gr.Checkbox(value=True, label="Trim silences and normalize")
         preset.change(lambda name: PRESETS[name]["num_step"], preset, steps, api_visibility="private")
-    return [steps, guidance, speed, duration, seed, randomize, denoise, postprocess, preset]
+    sentences = gr.Checkbox(value=False, label=SENTENCES_LABEL, elem_id="sentences")
+    return [steps, guidance, speed, duration, seed, randomize, denoise, postprocess, preset], sentences
 
 
 def tag_buttons(textbox: gr.Textbox) -> None:
@@ -366,7 +429,7 @@ def build_demo(config: Config | None = None) -> gr.Blocks:
     voices = Voices(config, offered)
     if config.preload:
         voices.preload(default)
-    synthesize, clone, save_prompt = make_handlers(voices)
+    synthesize, clone, synthesize_page, clone_page, save_prompt = make_handlers(voices)
     # Uploads and results in Gradio's cache are deleted after an hour, checked every ten minutes.
     with gr.Blocks(title="OmniVoice ONNX", delete_cache=(600, 3600)) as demo:
         gr.Markdown("# OmniVoice ONNX\nOmnilingual text-to-speech on ONNX Runtime: no PyTorch, fast on a CPU.")
@@ -404,16 +467,24 @@ def build_demo(config: Config | None = None) -> gr.Blocks:
                 clone_text = gr.Textbox(label="Text to say in this voice", lines=3, elem_id="clone-text")
                 clone_language = gr.Dropdown(LANGUAGES, value="Auto", label="Language", filterable=True, allow_custom_value=True)
                 clone_button = gr.Button("Generate", variant="primary", elem_id="clone-generate")
-        settings = settings_panel()
-        output = gr.Audio(label="Result", type="numpy", interactive=False, elem_id="result-audio")
+        settings, sentences = settings_panel()
+        player = gr.Audio(label="Result, played as it is made", type="numpy", streaming=True, autoplay=True,
+                          interactive=False, visible=STREAMING, elem_id="result-stream")  # fmt: skip
+        output = gr.Audio(label="Whole result (wav)" if STREAMING else "Result", type="numpy", interactive=False,
+                          elem_id="result-audio")  # fmt: skip
         info = gr.Markdown(elem_id="result-info")
         gr.Examples(EXAMPLES, [text, language, free])
 
-        tts_button.click(synthesize, [text, language, instruct, precision, *settings], [output, info],
-                         api_name="synthesize").then(voices.describe, precision, precision_info, api_visibility="private")
-        clone_button.click(clone, [clone_text, ref_audio, ref_text, prompt_file, clone_language, precision, *settings],
-                           [output, info], api_name="clone").then(voices.describe, precision, precision_info,
-                                                                  api_visibility="private")  # fmt: skip
+        # The page's buttons: pieces to the player as they are made, then the whole result.
+        tts_inputs = [text, language, instruct, precision, *settings]
+        clone_inputs = [clone_text, ref_audio, ref_text, prompt_file, clone_language, precision, *settings]
+        for button, handler, inputs in ((tts_button, synthesize_page, tts_inputs), (clone_button, clone_page, clone_inputs)):
+            button.click(handler, [*inputs, sentences], [player, output, info], api_visibility="private").then(
+                voices.describe, precision, precision_info, api_visibility="private"
+            )
+        # The API's stable endpoints (gradio_client): the whole result at the end, from buttons the page does not show.
+        for api_name, handler, inputs in (("synthesize", synthesize, tts_inputs), ("clone", clone, clone_inputs)):
+            gr.Button(visible=False).click(handler, inputs, [output, info], api_name=api_name)
         save_button.click(save_prompt, [ref_audio, ref_text, precision], saved_prompt, api_name="save_voice_prompt")
     return demo
 

@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -65,6 +65,7 @@ PRESETS = {
     "fast": {"num_step": 12, "prompt_cache_refresh": 6, "guidance_every": 3},
 }
 Progress = Callable[[int, int], None]
+SENTENCE_SECONDS = 4.0  # stream(sentences=True): pieces of about a sentence, sentences joined up to this length
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,20 @@ class Speech:
     @property
     def seconds(self) -> float:
         return self.waveform.shape[-1] / self.sample_rate
+
+    @classmethod
+    def join(cls, parts: list[Speech]) -> Speech:
+        """The pieces of :meth:`OmniVoiceONNX.stream` as one result (the last piece's metadata,
+        with the whole's frames, chunks and length)."""
+        if not parts:
+            raise ValueError("no pieces to join")
+        waveform = np.concatenate([part.waveform for part in parts])
+        codes = [c for part in parts for c in part.codes]
+        metadata = {**parts[-1].metadata, "frames": int(sum(c.shape[1] for c in codes)), "chunks": len(codes),
+                    "steps": sum(part.metadata.get("steps", 0) for part in parts)}  # fmt: skip
+        metadata["seconds"] = waveform.shape[-1] / parts[0].sample_rate
+        metadata["rtf"] = metadata.get("timings", {}).get("total", 0.0) / max(metadata["seconds"], 1e-9)
+        return cls(waveform, parts[0].sample_rate, codes, metadata)
 
 
 def check_text(text) -> str:
@@ -180,7 +195,7 @@ class OmniVoiceONNX:
     def _run(self, name: str, feeds: dict, outputs: list[str] | None = None) -> list[np.ndarray]:
         started = time.perf_counter()
         result = self.graphs[name].run(outputs, feeds)
-        timings = self._call.__dict__.setdefault("timings", {})
+        timings = self._call.__dict__.setdefault("timings", {})  # the request's, set by _unmask
         timings[name] = timings.get(name, 0.0) + time.perf_counter() - started
         return result
 
@@ -272,29 +287,63 @@ class OmniVoiceONNX:
 
     # ------------------------------------------------------------------ synthesis
 
-    def generate(
-        self,
-        text: str,
-        *,
-        language: str | None = None,
-        instruct: str | None = None,
-        ref_audio=None,
-        ref_text: str | None = None,
-        voice_prompt: VoicePrompt | str | Path | None = None,
-        duration: float | None = None,
-        speed: float | None = None,
-        seed: int | None = None,
-        progress: Progress | None = None,
-        should_stop: Callable[[], bool] | None = None,
-        settings: GenerationSettings | None = None,
-        **overrides,
-    ) -> Speech:
-        """Speech for ``text``; ``overrides`` are fields of :class:`GenerationSettings` (num_step=16, ...).
+    def generate(self, text: str, **kwargs) -> Speech:
+        """Speech for ``text``. Keyword arguments: ``language``, ``instruct``, ``ref_audio`` with
+        ``ref_text`` or ``voice_prompt``, ``duration``, ``speed``, ``seed``, ``progress(done, total)``,
+        ``should_stop()``, ``settings``, and fields of :class:`GenerationSettings` (num_step=16, ...;
+        ``num_step="balanced"`` takes a preset's whole bundle).
 
         ``should_stop()`` is asked after every unmasking step; when it says yes, :class:`Cancelled`
-        is raised there (a server stops the work of a client that went away)."""
+        is raised there (a server stops the work of a client that went away). Long texts are made
+        in ~15 s pieces, joined and post-processed as one waveform, as upstream does."""
+        request = self._prepare(text, **kwargs)
+        chunks = [codes for _piece, codes in self._unmask(request)]
+        unmasked = time.perf_counter()
+        waveform = audio_ops.cross_fade([self.codec.decode(codes) for codes in chunks], self.sample_rate)
+        decoded = time.perf_counter()
+        waveform = self._post_process(waveform, request.ref_rms, request.settings)
+        timings = {"unmask": unmasked - request.started, "decode": decoded - unmasked,
+                   "postprocess": time.perf_counter() - decoded}  # fmt: skip
+        return self._speech(waveform[0], chunks, request, timings)
+
+    def stream(self, text: str, *, sentences: bool = False, **kwargs) -> Iterator[Speech]:
+        """Speech for ``text`` as it is made: one :class:`Speech` per piece, ready to play, each
+        as soon as its piece is decoded. The pieces joined (:meth:`Speech.join`) are the whole
+        result. Takes :meth:`generate`'s arguments.
+
+        The codes are :meth:`generate`'s; the post-processing is done per piece (silence trimmed
+        and, without a reference, the loudness normalised piece by piece, where ``generate`` does
+        it over the whole waveform), so the waveform can differ slightly from ``generate``'s. One
+        piece (a short text) is ``generate``'s result exactly. ``sentences=True`` makes pieces of
+        about a sentence (about ``SENTENCE_SECONDS``) so the first audio comes sooner; the pieces
+        after the first take it as their reference, as long texts do upstream, and prosody can
+        break where they join."""
+        request = self._prepare(text, sentences=sentences, **kwargs)  # bad input fails here, not at the first piece
+        return self._stream(request)
+
+    def _stream(self, request: _Request) -> Iterator[Speech]:
+        count = len(request.plan)
+        seam = int(0.3 * self.sample_rate) // 3  # cross_fade's silence between pieces
+        pad = int(request.settings.pad_duration * self.sample_rate)
+        for index, (_piece, codes) in enumerate(self._unmask(request)):
+            unmasked = time.perf_counter()
+            waveform = self.codec.decode(codes)
+            decoded = time.perf_counter()
+            waveform = self._post_process(waveform, request.ref_rms, request.settings)[0]
+            if index > 0:  # the seam's silence instead of the leading pad
+                waveform = np.concatenate([np.zeros(seam, np.float32), waveform[pad:]])
+            if index < count - 1:  # the trailing pad only after the last piece
+                waveform = waveform[: waveform.shape[-1] - pad]
+            timings = {"decode": decoded - unmasked, "postprocess": time.perf_counter() - decoded}
+            speech = self._speech(waveform, [codes], request, timings)
+            speech.metadata.update(piece=index, pieces=count)
+            yield speech
+
+    def _prepare(self, text, *, language=None, instruct=None, ref_audio=None, ref_text=None, voice_prompt=None,
+                 duration=None, speed=None, seed=None, progress=None, should_stop=None, settings=None,
+                 sentences=False, **overrides) -> _Request:  # fmt: skip
+        """Check a request and plan it: every piece's size is known, and checked, before the model runs."""
         started = time.perf_counter()
-        self._call.timings = {}  # per thread: one voice may serve several requests at once
         if isinstance(overrides.get("num_step"), str):  # a preset's name: its whole bundle
             settings = GenerationSettings.preset(overrides.pop("num_step"), **overrides)
         else:
@@ -322,53 +371,58 @@ class OmniVoiceONNX:
         estimate = estimate_frames(text, ref_text, ref_frames, 1.0 if duration else (speed or 1.0))
         target_len = max(1, int(duration * self.frame_rate)) if duration else estimate
         chunk_speed = estimate / target_len if duration else (speed or 1.0)
-
-        # Every piece's size is known, and checked, before the model runs.
-        plan = self._plan(text, target_len, ref_text, ref_frames, chunk_speed, settings)
+        piece_seconds = SENTENCE_SECONDS if sentences else None
+        plan = self._plan(text, target_len, ref_text, ref_frames, chunk_speed, settings, piece_seconds)
         for piece in plan:
             self._check_row(piece, language, instruct, settings.denoise)
-        rng = np.random.default_rng(seed)
-        steps = _StepCounter(progress, settings.num_step * len(plan), should_stop)
-        chunks: list[np.ndarray] = []
-        for piece in plan:
+        return _Request(
+            plan=plan, settings=settings, language=language, instruct=instruct, ref_codes=ref_codes,
+            ref_rms=voice_prompt.rms if voice_prompt is not None else None, rng=np.random.default_rng(seed),
+            steps=_StepCounter(progress, settings.num_step * len(plan), should_stop), started=started, timings={},
+        )  # fmt: skip
+
+    def _unmask(self, request: _Request) -> Iterator[tuple[_Piece, np.ndarray]]:
+        """Each piece of the plan and its codes, in order (a piece may take the first one's codes as its reference)."""
+        first = None
+        for piece in request.plan:
+            # The graphs' times go to this request's table through the thread that runs this piece
+            # (one voice serves several requests at once, and a stream may move between threads).
+            self._call.timings = request.timings
             prompt = build_prompt(
                 self.tokenizer, piece.text, piece.frames, num_codebooks=self.num_codebooks, mask_id=self.mask_id,
-                ref_text=piece.ref_text, ref_codes=chunks[0] if piece.ref_from_first else ref_codes,
-                language=language, instruct=instruct, denoise=settings.denoise,
+                ref_text=piece.ref_text, ref_codes=first if piece.ref_from_first else request.ref_codes,
+                language=request.language, instruct=request.instruct, denoise=request.settings.denoise,
             )  # fmt: skip
-            forward = self._forward_for(prompt, settings)
-            chunks.append(unmask(forward, self.num_codebooks, piece.frames, self.mask_id, settings, rng, steps.step))
-        unmasked = time.perf_counter()
+            forward = self._forward_for(prompt, request.settings)
+            codes = unmask(forward, self.num_codebooks, piece.frames, self.mask_id, request.settings, request.rng,
+                           request.steps.step)  # fmt: skip
+            first = codes if first is None else first
+            yield piece, codes
 
-        pieces = [self.codec.decode(codes) for codes in chunks]
-        waveform = audio_ops.cross_fade(pieces, self.sample_rate)
-        decoded = time.perf_counter()
-        waveform = self._post_process(waveform, voice_prompt.rms if voice_prompt else None, settings)
-        total = time.perf_counter() - started
-        speech = Speech(waveform=waveform[0], sample_rate=self.sample_rate, codes=chunks)
+    def _speech(self, waveform: np.ndarray, chunks: list[np.ndarray], request: _Request, timings: dict) -> Speech:
+        """A result with what it took: this part's timings, the model's so far, the time since the request."""
+        speech = Speech(waveform=waveform, sample_rate=self.sample_rate, codes=chunks)
+        total = time.perf_counter() - request.started
         speech.metadata = {
             "frames": int(sum(c.shape[1] for c in chunks)),
             "chunks": len(chunks),
-            "steps": settings.num_step * len(chunks),
+            "steps": request.settings.num_step * len(chunks),
             "seconds": speech.seconds,
             "precision": self.precision,
-            "timings": {
-                "unmask": unmasked - started,
-                "decode": decoded - unmasked,
-                "postprocess": total - (decoded - started),
-                "total": total,
-                **{f"model.{k}": v for k, v in self._call.timings.items()},
-            },
+            "timings": {**timings, "total": total, **{f"model.{k}": v for k, v in request.timings.items()}},
             "rtf": total / max(speech.seconds, 1e-9),
         }
         return speech
 
-    def _plan(self, text, target_len, ref_text, ref_frames, speed, settings) -> list[_Piece]:
+    def _plan(self, text, target_len, ref_text, ref_frames, speed, settings, piece_seconds=None) -> list[_Piece]:
         """The pieces to generate: the whole text, or upstream's ``_generate_chunked``: ~15 s pieces
-        split at punctuation, where without a reference the first piece becomes the reference for the rest."""
-        if target_len <= int(settings.audio_chunk_threshold * self.frame_rate):
-            return [_Piece(text, target_len, ref_text, ref_frames)]
-        chars_per_piece = int(settings.audio_chunk_duration * self.frame_rate / (target_len / len(text)))
+        (``piece_seconds``: pieces of that length) split at punctuation, where without a reference
+        the first piece becomes the reference for the rest."""
+        if piece_seconds is None:
+            if target_len <= int(settings.audio_chunk_threshold * self.frame_rate):
+                return [_Piece(text, target_len, ref_text, ref_frames)]
+            piece_seconds = settings.audio_chunk_duration
+        chars_per_piece = int(piece_seconds * self.frame_rate / (target_len / len(text)))
         plan: list[_Piece] = []
         for index, piece in enumerate(chunk_text_punctuation(text, chars_per_piece, min_chunk_len=3)):
             if ref_frames is None and index > 0:
@@ -412,6 +466,22 @@ class OmniVoiceONNX:
         return audio_ops.fade_and_pad(
             waveform.astype(np.float32), settings.pad_duration, settings.fade_duration, self.sample_rate
         )
+
+
+@dataclass
+class _Request:
+    """A checked request, planned: its pieces, settings, conditioning, random draws and progress."""
+
+    plan: list[_Piece]
+    settings: GenerationSettings
+    language: str | None
+    instruct: str | None
+    ref_codes: np.ndarray | None
+    ref_rms: float | None
+    rng: np.random.Generator
+    steps: _StepCounter
+    started: float
+    timings: dict[str, float]  # seconds in each graph so far
 
 
 @dataclass

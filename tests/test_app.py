@@ -48,6 +48,22 @@ def test_synthesize_auto_voice_and_voice_design(client):
         assert "2.20 s of audio" in info and "int4" in info and "seed 3" in info
 
 
+def test_the_api_returns_the_runtime_waveform_at_its_loudness(client, cpu_artifacts):
+    """The wav is the runtime's result to 16-bit rounding, at the loudness it set (peak 0.5 without
+    a reference): not rescaled to full scale as Gradio does with float audio."""
+    from omnivoice_rt.model import PRESETS, OmniVoiceONNX
+
+    path, _ = client.predict("Loudness kept.", "English", "", "int4", **FIXED, api_name="/synthesize")
+    audio, _ = read(path)
+    cache = {k: v for k, v in PRESETS["balanced"].items() if k != "num_step"}  # the API's default preset
+    expected = OmniVoiceONNX.load(cpu_artifacts, "int4").generate(
+        "Loudness kept.", language="English", seed=3, num_step=8, guidance_scale=2.0, duration=2.0,
+        postprocess_output=False, **cache,
+    ).waveform  # fmt: skip
+    assert np.abs(audio).max() == pytest.approx(0.5, abs=1e-3)
+    np.testing.assert_allclose(audio, expected, atol=1e-4)
+
+
 def test_same_seed_same_audio_and_precisions_differ(client):
     first, _ = client.predict("Seeded.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
     again, _ = client.predict("Seeded.", "Auto", "", "int4", **FIXED, api_name="/synthesize")

@@ -87,10 +87,34 @@ def test_generate_switch_precision_and_clone(page, tmp_path):
     page.screenshot(path=str(SHOTS / "3-voice-cloning.png"), full_page=True)
 
 
+def test_sentence_by_sentence_plays_the_first_piece_while_the_rest_is_made(page):
+    """The page's player gets the first piece before the last is made, and the whole result
+    arrives as a wav at the end (ffmpeg encodes the stream: packages.txt, .ci/run)."""
+    if not shutil.which("ffmpeg"):
+        pytest.fail("ffmpeg is missing: apt-get install ffmpeg (the README's test command does)")
+    page.get_by_role("tab", name="Text to speech").click()
+    page.get_by_label("int4").check()
+    page.fill("#tts-text textarea", "The first sentence is here. Then a second one follows it. And a third one ends it.")
+    page.locator("#sentences input").check()
+    info = page.inner_text("#result-info").strip().split("\n")[-1]
+    page.evaluate("""() => {
+        window.seen = [];
+        const note = () => window.seen.push(document.querySelector('#result-info').innerText.trim());
+        new MutationObserver(note).observe(document.querySelector('#result-info'),
+                                           {childList: true, subtree: true, characterData: true}); }""")
+    page.click("#tts-generate")
+    wait_for_result(page, info, "int4")
+    seen = page.evaluate("window.seen")
+    assert any(line.startswith("Playing piece 1 of ") for line in seen), seen
+    assert page.locator("#result-stream audio").count() == 1  # the streamed pieces, still playable
+    page.screenshot(path=str(SHOTS / "4-sentences.png"), full_page=True)
+    page.locator("#sentences input").uncheck()
+
+
 def test_an_error_reaches_the_user(page):
     page.get_by_role("tab", name="Text to speech").click()
     page.fill("#tts-text textarea", "   ")
     page.click("#tts-generate")
     toast = page.get_by_text("text is empty", exact=False).first
     toast.wait_for(timeout=30_000)
-    page.screenshot(path=str(SHOTS / "4-error.png"), full_page=True)
+    page.screenshot(path=str(SHOTS / "5-error.png"), full_page=True)
