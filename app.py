@@ -27,6 +27,7 @@ from pathlib import Path
 import gradio as gr
 import numpy as np
 
+from omnivoice_rt.asr import Transcriber
 from omnivoice_rt.errors import REPORTED, Cancelled
 from omnivoice_rt.hub import DEFAULT_REPO, available_precisions
 from omnivoice_rt.limits import MAX_UPLOAD
@@ -64,7 +65,8 @@ STREAMING = shutil.which("ffmpeg") is not None
 SENTENCES_LABEL = "Sentence by sentence: the first audio sooner (prosody can break where sentences join)"
 REFERENCE_TIPS = (
     "A good reference: 3-10 s of one person speaking clearly, little background noise, in the language "
-    "you will synthesize, with its exact transcript below. Or load a voice prompt saved earlier."
+    "you will synthesize. Its transcript is filled in when you record or upload it: check it, or type "
+    "it; left empty, it is transcribed when you generate. Or load a voice prompt saved earlier."
 )
 EXAMPLES = [
     ["Hello! This is OmniVoice, running on ONNX Runtime without PyTorch.", "English", ""],
@@ -80,6 +82,7 @@ class Config:
     threads: int | None = None
     preload: bool = False  # load the default precision in the background as the server starts
     concurrency: int = 1  # syntheses at once; loads and downloads do not take a slot
+    asr_model: str | None = None  # speech recogniser: folder or Hub repo; None: $OMNIVOICE_ASR_MODEL or whisper-base
 
 
 def offered_precisions(source: str | None) -> list[str]:
@@ -106,6 +109,8 @@ class Voices:
         self.failures: dict[str, str] = {}
         self._locks = {precision: threading.Lock() for precision in PRECISIONS}
         self._slots = threading.BoundedSemaphore(config.concurrency)
+        self.asr: Transcriber | None = None  # one speech recogniser for every precision
+        self._asr_lock = threading.Lock()
 
     @contextlib.contextmanager
     def slot(self, progress=None):
@@ -153,14 +158,34 @@ class Voices:
             self.activity.pop(precision, None)
         logger.info("loaded %s in %.1f s", precision, time.perf_counter() - started)
 
+    def transcriber(self, progress=None) -> Transcriber:
+        """The speech recogniser, loaded (and downloaded) once on first need, outside the synthesis slots."""
+        with self._asr_lock:
+            if self.asr is None:
+                if progress is not None:
+                    progress(0.0, desc="Loading the speech recogniser")
+                report = (lambda f, m: progress(f, desc=m)) if progress is not None else None
+                source = self.config.asr_model or None
+                if (source or os.environ.get("OMNIVOICE_ASR_MODEL", "")).lower() == "none":
+                    raise refused("Transcription is off on this server: type what the reference says.")
+                try:
+                    self.asr = Transcriber.load(source, progress=report)
+                except REPORTED as exc:
+                    raise refused(f"{exc}. Type what the reference says instead.") from exc
+            return self.asr
+
     def preload(self, precision: str) -> threading.Thread:
-        """Load ``precision`` in the background; requests for it wait for this load."""
+        """Load ``precision``, then the speech recogniser, in the background; requests wait for these loads."""
 
         def run() -> None:
             try:
                 self.get(precision)
             except Exception as exc:  # noqa: BLE001 - kept in activity; a request will try again
                 logger.warning("preloading %s failed: %s", precision, exc)
+            try:
+                self.transcriber()
+            except Exception as exc:  # noqa: BLE001 - a request that needs it says why
+                logger.warning("the speech recogniser is not available: %s", exc)
 
         thread = threading.Thread(target=run, name=f"preload-{precision}", daemon=True)
         thread.start()
@@ -277,6 +302,7 @@ def run_synthesis(voices: Voices, precision: str, progress, **kwargs) -> tuple[t
     """Load the precision, synthesize with a step-by-step progress bar, turn errors into gr.Error."""
     try:
         voice = voices.get(precision, progress)
+        attach_transcriber(voices, voice, kwargs, progress)
         with voices.slot(progress):
             speech = voice.generate(progress=step_progress(progress), should_stop=abandoned(), **kwargs)
     except REPORTED as exc:
@@ -293,6 +319,7 @@ def stream_synthesis(voices: Voices, precision: str, progress, sentences: bool =
     parts: list[Speech] = []
     try:
         voice = voices.get(precision, progress)
+        attach_transcriber(voices, voice, kwargs, progress)
         with voices.slot(progress):
             stream = voice.stream(progress=step_progress(progress), should_stop=abandoned(), sentences=sentences, **kwargs)
             for part in stream:
@@ -306,6 +333,12 @@ def stream_synthesis(voices: Voices, precision: str, progress, sentences: bool =
         raise refused(str(exc), visible=False) from exc
     speech = Speech.join(parts)
     yield gr.skip(), (speech.sample_rate, pcm16(speech.waveform)), result_line(speech, kwargs.get("seed", 0))
+
+
+def attach_transcriber(voices: Voices, voice: OmniVoiceONNX, request: dict, progress) -> None:
+    """A reference without its transcript is transcribed by the server's one recogniser."""
+    if request.get("ref_audio") and not (request.get("ref_text") or "").strip():
+        voice.asr = voices.transcriber(progress)
 
 
 def step_progress(progress) -> Callable[[int, int], None]:
@@ -379,6 +412,7 @@ def make_handlers(voices: Voices):
             raise refused("Record or upload a reference voice first.")
         try:
             voice = voices.get(precision, progress)
+            attach_transcriber(voices, voice, {"ref_audio": ref_audio, "ref_text": ref_text}, progress)
             with voices.slot(progress):
                 prompt = voice.create_voice_prompt(ref_audio, ref_text)
         except REPORTED as exc:
@@ -387,7 +421,19 @@ def make_handlers(voices: Voices):
         prompt.save(path)
         return str(path)
 
-    return synthesize, clone, synthesize_page, clone_page, save_prompt
+    def transcribe(ref_audio, language="Auto", progress=gr.Progress()):
+        """What the reference says, for the transcript box (editable) and the API."""
+        if not ref_audio:
+            return ""
+        try:
+            recogniser = voices.transcriber(progress)
+            with voices.slot(progress):
+                progress(0.5, desc="Transcribing the reference")
+                return recogniser.transcribe(ref_audio, None if language in (None, "", "Auto") else language)
+        except REPORTED as exc:
+            raise refused(str(exc)) from exc
+
+    return synthesize, clone, synthesize_page, clone_page, save_prompt, transcribe
 
 
 # ----------------------------------------------------------------------------- layout
@@ -429,7 +475,7 @@ def build_demo(config: Config | None = None) -> gr.Blocks:
     voices = Voices(config, offered)
     if config.preload:
         voices.preload(default)
-    synthesize, clone, synthesize_page, clone_page, save_prompt = make_handlers(voices)
+    synthesize, clone, synthesize_page, clone_page, save_prompt, transcribe = make_handlers(voices)
     # Uploads and results in Gradio's cache are deleted after an hour, checked every ten minutes.
     with gr.Blocks(title="OmniVoice ONNX", delete_cache=(600, 3600)) as demo:
         gr.Markdown("# OmniVoice ONNX\nOmnilingual text-to-speech on ONNX Runtime: no PyTorch, fast on a CPU.")
@@ -459,7 +505,8 @@ def build_demo(config: Config | None = None) -> gr.Blocks:
             with gr.Tab("Voice cloning", id="clone"):
                 gr.Markdown(REFERENCE_TIPS)
                 ref_audio = gr.Audio(sources=["microphone", "upload"], type="filepath", label="Reference voice", elem_id="ref-audio")
-                ref_text = gr.Textbox(label="What the reference says", lines=2, elem_id="ref-text")
+                ref_text = gr.Textbox(label="What the reference says (transcribed for you; editable)", lines=2,
+                                      elem_id="ref-text")  # fmt: skip
                 with gr.Row():
                     prompt_file = gr.File(label="Voice prompt (.npz), instead of the audio", file_types=[".npz"], type="filepath")
                     saved_prompt = gr.File(label="Saved voice prompt", interactive=False)
@@ -486,6 +533,9 @@ def build_demo(config: Config | None = None) -> gr.Blocks:
         for api_name, handler, inputs in (("synthesize", synthesize, tts_inputs), ("clone", clone, clone_inputs)):
             gr.Button(visible=False).click(handler, inputs, [output, info], api_name=api_name)
         save_button.click(save_prompt, [ref_audio, ref_text, precision], saved_prompt, api_name="save_voice_prompt")
+        # A recorded or uploaded reference fills the transcript box, which stays editable.
+        ref_audio.upload(transcribe, [ref_audio, clone_language], ref_text, api_name="transcribe")
+        ref_audio.stop_recording(transcribe, [ref_audio, clone_language], ref_text, api_visibility="private")
     return demo
 
 
@@ -500,9 +550,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=int(os.environ.get("OMNIVOICE_CONCURRENCY", "1")),
                         help="syntheses at once (default 1: one request uses every core)")  # fmt: skip
     parser.add_argument("--threads", type=int, default=None, help="ONNX Runtime threads per session")
+    parser.add_argument("--asr-model", default=os.environ.get("OMNIVOICE_ASR_MODEL"),
+                        help="speech recogniser for references: a Whisper folder or Hub repo (onnx-community "
+                        "format; env OMNIVOICE_ASR_MODEL; default onnx-community/whisper-base; 'none': off)")  # fmt: skip
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    demo = build_demo(Config(args.artifacts, args.precision, args.threads, preload=True, concurrency=args.concurrency))
+    demo = build_demo(Config(args.artifacts, args.precision, args.threads, preload=True, concurrency=args.concurrency,
+                             asr_model=args.asr_model))  # fmt: skip
     # Room beside the synthesis slots for requests that are downloading or loading another precision.
     demo.queue(default_concurrency_limit=args.concurrency + len(PRECISIONS), max_size=32)
     demo.launch(server_name=args.host, server_port=args.port, max_file_size=MAX_UPLOAD, show_error=True)

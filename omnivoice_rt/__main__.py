@@ -26,7 +26,12 @@ logger = logging.getLogger("omnivoice_rt")
 def _load(args):
     from omnivoice_rt.model import OmniVoiceONNX
 
-    return OmniVoiceONNX.load(args.model_dir, args.precision, threads=args.threads)
+    voice = OmniVoiceONNX.load(args.model_dir, args.precision, threads=args.threads)
+    if getattr(args, "asr_model", None) and getattr(args, "ref_audio", None) and not args.ref_text:
+        from omnivoice_rt.asr import Transcriber
+
+        voice.asr = Transcriber.load(args.asr_model)
+    return voice
 
 
 def _write(path: str, waveform, rate: int) -> None:
@@ -140,7 +145,10 @@ def parse_args(argv):
     syn.add_argument("--language")
     syn.add_argument("--instruct", help="voice design, e.g. 'female, low pitch, british accent'")
     syn.add_argument("--ref-audio", help="reference recording for voice cloning")
-    syn.add_argument("--ref-text", help="what the reference recording says")
+    syn.add_argument("--ref-text", help="what the reference recording says (left out: transcribed)")
+    syn.add_argument("--asr-model", default=os.environ.get("OMNIVOICE_ASR_MODEL"),
+                     help="speech recogniser when --ref-text is left out: a Whisper folder or Hub repo "
+                     "(onnx-community format; default onnx-community/whisper-base)")  # fmt: skip
     syn.add_argument("--voice-prompt", help="a .npz saved with the prompt command")
     syn.add_argument("--duration", type=float)
     syn.add_argument("--speed", type=float)
@@ -169,7 +177,9 @@ def parse_args(argv):
     pr = sub.add_parser("prompt", help="encode a reference voice once and save it (.npz)")
     common(pr)
     pr.add_argument("--ref-audio", required=True)
-    pr.add_argument("--ref-text", required=True)
+    pr.add_argument("--ref-text", help="what the reference recording says (left out: transcribed)")
+    pr.add_argument("--asr-model", default=os.environ.get("OMNIVOICE_ASR_MODEL"),
+                    help="speech recogniser when --ref-text is left out (default onnx-community/whisper-base)")
     pr.add_argument("--output", required=True)
     pr.set_defaults(func=cmd_prompt)
 

@@ -130,12 +130,28 @@ def _clean_incomplete(repo_id: str) -> None:
         partial.unlink(missing_ok=True)
 
 
+def download(repo_id: str, allow: list[str], progress: Progress | None = None, revision: str | None = None,
+             ignore: list[str] | None = None) -> Path:  # fmt: skip
+    """The snapshot folder of ``repo_id`` with the files matching ``allow`` (from the cache when
+    they are there; huggingface_hub checks each file's size as it downloads). A failure leaves no
+    partial file and says what to do."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.constants import ENDPOINT
+
+    try:
+        return Path(snapshot_download(repo_id, revision=revision, allow_patterns=allow, ignore_patterns=ignore,
+                                      tqdm_class=_progress_class(progress, repo_id)))  # fmt: skip
+    except Exception as exc:  # huggingface_hub and httpx raise many kinds
+        _clean_incomplete(repo_id)
+        raise ArtifactError(_explain(exc, repo_id, ENDPOINT)) from exc
+
+
 def fetch(repo_id: str, precision: str | None, revision: str | None = None, progress: Progress | None = None,
           graphs_only: bool = False) -> Path:  # fmt: skip
     """Download (or find in the cache) the files of ``precision`` (None: of every precision); return
     the snapshot folder. ``graphs_only`` leaves out the external weights (``*.data``), enough to
     read the graphs' signatures, and skips the size and hash checks."""
-    from huggingface_hub import hf_hub_download, snapshot_download
+    from huggingface_hub import hf_hub_download
     from huggingface_hub.constants import ENDPOINT
 
     revision = revision or os.environ.get("OMNIVOICE_REVISION") or "main"
@@ -143,12 +159,7 @@ def fetch(repo_id: str, precision: str | None, revision: str | None = None, prog
     allow = sorted({pattern for p in precisions for pattern in allow_patterns(p)})
     ignore = sorted(set.intersection(*(set(ignore_patterns(p)) for p in precisions)))
     ignore += ["*.data"] if graphs_only else []
-    try:
-        folder = Path(snapshot_download(repo_id, revision=revision, allow_patterns=allow, ignore_patterns=ignore,
-                                        tqdm_class=_progress_class(progress, repo_id)))  # fmt: skip
-    except Exception as exc:  # huggingface_hub and httpx raise many kinds
-        _clean_incomplete(repo_id)
-        raise ArtifactError(_explain(exc, repo_id, ENDPOINT)) from exc
+    folder = download(repo_id, allow, progress, revision, ignore)
     if graphs_only or precision is None:
         return folder
     manifest = load_manifest(folder)

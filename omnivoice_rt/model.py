@@ -9,8 +9,9 @@ Everything follows upstream ``OmniVoice.generate`` (omnivoice 0.2.1). Difference
   the embeddings of the fixed prompt are computed once rather than every step;
 - random draws come from numpy's ``Generator`` (``seed``), so sampled output is reproducible
   here but not bit-equal to torch's; at zero temperatures the codes equal upstream's;
-- voice cloning needs ``ref_text`` (there is no speech recogniser here), an unknown language is an
-  error rather than a warning, and bad input raises ``ValueError`` with a hint.
+- without ``ref_text`` the reference is transcribed by Whisper through onnx-asr (upstream uses
+  Whisper large-v3-turbo through transformers; see :mod:`omnivoice_rt.asr`), an unknown language
+  is an error rather than a warning, and bad input raises ``ValueError`` with a hint.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from omnivoice_rt import audio as audio_ops
+from omnivoice_rt.asr import Transcriber, asr_source
 from omnivoice_rt.bidirectional import llm_feeds, position_table, present_names
 from omnivoice_rt.errors import ArtifactError, Cancelled
 from omnivoice_rt.limits import (
@@ -173,6 +175,10 @@ class OmniVoiceONNX:
         table = position_table(graphs["llm_decoder"].path) or self.config.get("max_position_embeddings")
         self.max_row, self.max_row_reason = max_row(heads, table)
         self.text_vocab = int(self.config.get("text_vocab_size") or 0)  # rows of the text embedding table
+        # The speech recogniser for references without a transcript: set one, or the default loads
+        # on first need (see transcriber()).
+        self.asr: Transcriber | None = None
+        self._asr_lock = threading.Lock()
 
     @classmethod
     def load(cls, source: str | Path | None = None, precision: str = "int4", providers: list[str] | None = None,
@@ -249,11 +255,25 @@ class OmniVoiceONNX:
 
     # ------------------------------------------------------------------ voice prompts
 
-    def create_voice_prompt(self, ref_audio, ref_text: str, preprocess_prompt: bool = True) -> VoicePrompt:
-        """Encode a reference recording (path, bytes or (array, sample_rate)) and its transcript."""
-        if not isinstance(ref_text, str) or not ref_text.strip():
-            raise ValueError("ref_text is required for voice cloning: type what the reference recording says")
-        if len(ref_text) > MAX_TRANSCRIPT_CHARS:
+    def transcriber(self) -> Transcriber:
+        """The speech recogniser: ``self.asr``, or the default one (``OMNIVOICE_ASR_MODEL``, else
+        onnx-community/whisper-base), loaded on first need and kept. ``OMNIVOICE_ASR_MODEL=none``: none."""
+        with self._asr_lock:
+            if self.asr is None:
+                if asr_source().lower() == "none":
+                    raise ValueError("ref_text is required for voice cloning (transcription is off: "
+                                     "OMNIVOICE_ASR_MODEL=none): type what the reference recording says")  # fmt: skip
+                self.asr = Transcriber.load()
+            return self.asr
+
+    def create_voice_prompt(self, ref_audio, ref_text: str | None = None, preprocess_prompt: bool = True,
+                            language: str | None = None) -> VoicePrompt:  # fmt: skip
+        """Encode a reference recording (path, bytes or (array, sample_rate)) and its transcript;
+        without ``ref_text``, the speech recogniser writes it (``language`` helps it), as upstream."""
+        transcribe = ref_text is None or (isinstance(ref_text, str) and not ref_text.strip())
+        if not transcribe and not isinstance(ref_text, str):
+            raise ValueError(f"ref_text must be a string, got {type(ref_text).__name__}")
+        if not transcribe and len(ref_text) > MAX_TRANSCRIPT_CHARS:
             raise ValueError(f"the reference's transcript is {len(ref_text)} characters long; the limit is "
                              f"{MAX_TRANSCRIPT_CHARS}: use 3-10 s of speech and what is said in it")  # fmt: skip
         wav = audio_ops.load_audio(ref_audio, self.sample_rate)
@@ -263,6 +283,8 @@ class OmniVoiceONNX:
         if rms < 0.1:
             wav = wav * np.float32(0.1 / rms)
         if preprocess_prompt:
+            if transcribe:  # upstream: a long reference is cut at a silence, unless its transcript is given
+                wav = audio_ops.trim_long_audio(wav, self.sample_rate, trim_threshold=20.0)
             wav = audio_ops.remove_silence(wav, self.sample_rate, mid_sil=200, lead_sil=100, trail_sil=200)
         seconds = wav.shape[-1] / self.sample_rate
         if seconds < MIN_REFERENCE_S:
@@ -277,6 +299,10 @@ class OmniVoiceONNX:
             )
         if seconds > 20:
             logger.warning("the reference is %.1f s long; 3-10 s is faster and clones better", seconds)
+        if transcribe:
+            started = time.perf_counter()
+            ref_text = self.transcriber().transcribe((wav[0], self.sample_rate), language=resolve_language(language))
+            logger.info("transcribed a %.1f s reference in %.2f s: %r", seconds, time.perf_counter() - started, ref_text)
         hop = self.codec.hop_length
         wav = wav[:, : wav.shape[-1] - wav.shape[-1] % hop]
         started = time.perf_counter()
@@ -325,7 +351,7 @@ class OmniVoiceONNX:
         count = len(request.plan)
         seam = int(0.3 * self.sample_rate) // 3  # cross_fade's silence between pieces
         pad = int(request.settings.pad_duration * self.sample_rate)
-        for index, (_piece, codes) in enumerate(self._unmask(request)):
+        for index, (piece, codes) in enumerate(self._unmask(request)):
             unmasked = time.perf_counter()
             waveform = self.codec.decode(codes)
             decoded = time.perf_counter()
@@ -336,7 +362,7 @@ class OmniVoiceONNX:
                 waveform = waveform[: waveform.shape[-1] - pad]
             timings = {"decode": decoded - unmasked, "postprocess": time.perf_counter() - decoded}
             speech = self._speech(waveform, [codes], request, timings)
-            speech.metadata.update(piece=index, pieces=count)
+            speech.metadata.update(piece=index, pieces=count, text=piece.text)
             yield speech
 
     def _prepare(self, text, *, language=None, instruct=None, ref_audio=None, ref_text=None, voice_prompt=None,
@@ -360,7 +386,7 @@ class OmniVoiceONNX:
         if isinstance(voice_prompt, (str, Path)):
             voice_prompt = VoicePrompt.load(voice_prompt, self.num_codebooks)
         if voice_prompt is None and ref_audio is not None:
-            voice_prompt = self.create_voice_prompt(ref_audio, ref_text, settings.preprocess_prompt)
+            voice_prompt = self.create_voice_prompt(ref_audio, ref_text, settings.preprocess_prompt, language)
         elif voice_prompt is None and ref_text:
             raise ValueError("ref_text was given without ref_audio or a voice prompt")
         ref_codes = voice_prompt.codes if voice_prompt is not None else None

@@ -98,11 +98,23 @@ def running_app(args: list[str], log_path: Path, **env: str):
                 process.kill()
 
 
+TRANSCRIPT = "This is my voice."  # what the tiny recogniser hears in any audio
+
+
 @pytest.fixture(scope="session")
-def app_server(cpu_artifacts, tmp_path_factory):
-    """The app over the tiny int4/fp16 artifacts."""
+def tiny_whisper(tmp_path_factory) -> Path:
+    """A random-weight Whisper in the onnx-community layout (fp32 and int8) that hears ``TRANSCRIPT``."""
+    from omnivoice_build.whisper_fixture import build_whisper
+
+    return build_whisper(tmp_path_factory.mktemp("whisper"), "tiny", TRANSCRIPT, quantize=True)
+
+
+@pytest.fixture(scope="session")
+def app_server(cpu_artifacts, tiny_whisper, tmp_path_factory):
+    """The app over the tiny int4/fp16 artifacts, with the tiny recogniser."""
     log = tmp_path_factory.mktemp("app") / "server.log"
-    with running_app(["--artifacts", str(cpu_artifacts)], log, HF_HUB_OFFLINE="1") as url:
+    with running_app(["--artifacts", str(cpu_artifacts), "--asr-model", str(tiny_whisper)], log,
+                     HF_HUB_OFFLINE="1") as url:  # fmt: skip
         yield url
 
 

@@ -82,6 +82,16 @@ def test_clone_uploads_a_reference(client, reference):
     assert rate == 24000 and audio.shape[0] == 2 * 24000 + 2 * 2400
 
 
+def test_a_reference_is_transcribed_and_cloning_needs_no_typed_transcript(client, reference):
+    from tests.conftest import TRANSCRIPT
+
+    assert client.predict(handle_file(reference), "English", api_name="/transcribe") == TRANSCRIPT
+    typed, _ = client.predict("Hello.", handle_file(reference), TRANSCRIPT, None, "Auto", "int4", **FIXED,
+                              api_name="/clone")  # fmt: skip
+    heard, _ = client.predict("Hello.", handle_file(reference), "", None, "Auto", "int4", **FIXED, api_name="/clone")
+    np.testing.assert_array_equal(read(heard)[0], read(typed)[0])
+
+
 def test_saved_voice_prompt_clones_the_same_voice(client, reference):
     prompt = client.predict(handle_file(reference), "This is my voice.", "int4", api_name="/save_voice_prompt")
     assert prompt.endswith(".npz")

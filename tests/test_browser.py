@@ -79,7 +79,9 @@ def test_generate_switch_precision_and_clone(page, tmp_path):
     page.locator("#ref-audio").get_by_label("Upload file").click()
     page.locator("#ref-audio input[type=file]").set_input_files(reference)
     page.wait_for_selector("#ref-audio audio[src]", state="attached", timeout=30_000)
-    page.fill("#ref-text textarea", "This is my voice.")
+    # The upload is transcribed into the (editable) transcript box.
+    page.wait_for_function("() => document.querySelector('#ref-text textarea').value === 'This is my voice.'",
+                           timeout=60_000)  # fmt: skip
     page.fill("#clone-text textarea", "And this is me, cloned.")
     page.click("#clone-generate")
     info = wait_for_result(page, info, "fp16")

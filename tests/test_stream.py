@@ -37,6 +37,7 @@ def test_a_long_text_streams_generate_codes_piece_by_piece(fp32_voice):
         assert steps[-1] == 4 * (len(pieces) + 1), steps
         pieces.append(piece)
     assert len(pieces) == len(whole.codes) > 1
+    assert " ".join(p.metadata["text"].strip() for p in pieces) == LONG_TEXT  # each piece says what it speaks
     for piece, codes in zip(pieces, whole.codes, strict=True):
         np.testing.assert_array_equal(piece.codes[0], codes)
     # Seams: the leading pad (0.1 s) before the first piece, cross_fade's 0.1 s of silence before
