@@ -11,7 +11,9 @@ endpoints for ``gradio_client``: ``/synthesize``, ``/clone`` and ``/save_voice_p
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
+import hashlib
 import logging
 import os
 import random
@@ -20,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +33,7 @@ import numpy as np
 from omnivoice_rt.asr import Transcriber
 from omnivoice_rt.errors import REPORTED, Cancelled
 from omnivoice_rt.hub import DEFAULT_REPO, available_precisions
-from omnivoice_rt.limits import MAX_UPLOAD
+from omnivoice_rt.limits import MAX_STEPS, MAX_UPLOAD
 from omnivoice_rt.manifest import PROFILE_DIRS, ArtifactError, load_manifest
 from omnivoice_rt.model import PRESETS, OmniVoiceONNX, Speech
 from omnivoice_rt.sessions import cuda_available
@@ -40,6 +43,7 @@ from omnivoice_rt.text import (
     NONVERBAL_TAGS,
     language_display_name,
 )
+from omnivoice_rt.voice_prompt import VoicePrompt
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +72,11 @@ REFERENCE_TIPS = (
     "you will synthesize. Its transcript is filled in when you record or upload it: check it, or type "
     "it; left empty, it is transcribed when you generate. Or load a voice prompt saved earlier."
 )
+# The page's and the API's defaults, one table (the CLI's: the same preset, a random seed).
+DEFAULTS = {"num_step": PRESETS[APP_PRESET]["num_step"], "guidance": 2.0, "speed": 1.0, "duration": 0.0, "seed": 0,
+            "randomize_seed": True, "denoise": True, "postprocess": True, "preset": APP_PRESET}  # fmt: skip
+DEFAULT_TEXT = "Hello! This is OmniVoice, speaking from ONNX Runtime on a CPU."
+PROMPT_CACHE_SIZE = 16  # voice prompts kept, keyed by the reference's bytes, its transcript and the precision
 EXAMPLES = [
     ["Hello! This is OmniVoice, running on ONNX Runtime without PyTorch.", "English", ""],
     ["The weather is lovely today [laughter], let's go for a walk.", "Auto", "female, young adult"],
@@ -111,6 +120,8 @@ class Voices:
         self._slots = threading.BoundedSemaphore(config.concurrency)
         self.asr: Transcriber | None = None  # one speech recogniser for every precision
         self._asr_lock = threading.Lock()
+        self.prompts: OrderedDict[tuple, VoicePrompt] = OrderedDict()  # the last PROMPT_CACHE_SIZE references
+        self._prompts_lock = threading.Lock()
 
     @contextlib.contextmanager
     def slot(self, progress=None):
@@ -173,6 +184,24 @@ class Voices:
                 except REPORTED as exc:
                     raise refused(f"{exc}. Type what the reference says instead.") from exc
             return self.asr
+
+    def voice_prompt(self, voice: OmniVoiceONNX, ref_audio, ref_text, language) -> tuple[VoicePrompt, bool]:
+        """The reference encoded (and transcribed) once: kept by its bytes, its transcript (or the
+        language it is transcribed in) and the precision. Says whether it was already there."""
+        transcript = (ref_text or "").strip()
+        digest = hashlib.sha256(Path(ref_audio).read_bytes()).hexdigest() if Path(ref_audio).is_file() else None
+        key = (voice.precision, digest, transcript, None if transcript else language)
+        with self._prompts_lock:
+            prompt = self.prompts.get(key) if digest else None
+            if prompt is not None:
+                self.prompts.move_to_end(key)
+                return prompt, True
+        prompt = voice.create_voice_prompt(ref_audio, transcript or None, language=language)
+        with self._prompts_lock:
+            self.prompts[key] = prompt
+            while len(self.prompts) > PROMPT_CACHE_SIZE:
+                self.prompts.popitem(last=False)
+        return prompt, False
 
     def preload(self, precision: str) -> threading.Thread:
         """Load ``precision``, then the speech recogniser, in the background; requests wait for these loads."""
@@ -259,10 +288,20 @@ def settings_kwargs(num_step, guidance, speed, duration, denoise, postprocess, p
     }  # fmt: skip
 
 
-def result_line(speech: Speech, seed: int) -> str:
+def result_line(speech: Speech, seed: int, reused: bool = False) -> str:
     meta = speech.metadata
+    reference = "; the reference's encoding was reused" if reused else ""
     return (f"{meta['seconds']:.2f} s of audio in {meta['timings']['total']:.2f} s "
-            f"(real-time factor {meta['rtf']:.2f}), {meta['precision']}, {meta['steps']} steps, seed {seed}")  # fmt: skip
+            f"(real-time factor {meta['rtf']:.2f}), {meta['precision']}, {meta['steps']} steps, seed {seed}"
+            f"{reference}")  # fmt: skip
+
+
+def with_cached_prompt(voices: Voices, voice: OmniVoiceONNX, request: dict) -> tuple[dict, bool]:
+    """The request with its reference as a voice prompt from the cache (encoded now if new)."""
+    if not request.get("ref_audio"):
+        return request, False
+    prompt, reused = voices.voice_prompt(voice, request["ref_audio"], request.get("ref_text"), request.get("language"))
+    return {**request, "ref_audio": None, "ref_text": None, "voice_prompt": prompt}, reused
 
 
 def refused(message: str, visible: bool = True) -> gr.Error:
@@ -304,12 +343,13 @@ def run_synthesis(voices: Voices, precision: str, progress, **kwargs) -> tuple[t
         voice = voices.get(precision, progress)
         attach_transcriber(voices, voice, kwargs, progress)
         with voices.slot(progress):
-            speech = voice.generate(progress=step_progress(progress), should_stop=abandoned(), **kwargs)
+            request, reused = with_cached_prompt(voices, voice, kwargs)
+            speech = voice.generate(progress=step_progress(progress), should_stop=abandoned(), **request)
     except REPORTED as exc:
         raise refused(str(exc)) from exc
     except Cancelled as exc:
         raise refused(str(exc), visible=False) from exc
-    return (speech.sample_rate, pcm16(speech.waveform)), result_line(speech, kwargs.get("seed", 0))
+    return (speech.sample_rate, pcm16(speech.waveform)), result_line(speech, kwargs.get("seed", 0), reused)
 
 
 def stream_synthesis(voices: Voices, precision: str, progress, sentences: bool = False, **kwargs) -> Iterator[tuple]:
@@ -321,7 +361,9 @@ def stream_synthesis(voices: Voices, precision: str, progress, sentences: bool =
         voice = voices.get(precision, progress)
         attach_transcriber(voices, voice, kwargs, progress)
         with voices.slot(progress):
-            stream = voice.stream(progress=step_progress(progress), should_stop=abandoned(), sentences=sentences, **kwargs)
+            request, reused = with_cached_prompt(voices, voice, kwargs)
+            stream = voice.stream(progress=step_progress(progress), should_stop=abandoned(), sentences=sentences,
+                                  **request)  # fmt: skip
             for part in stream:
                 parts.append(part)
                 done, count = part.metadata["piece"] + 1, part.metadata["pieces"]
@@ -332,7 +374,7 @@ def stream_synthesis(voices: Voices, precision: str, progress, sentences: bool =
     except Cancelled as exc:
         raise refused(str(exc), visible=False) from exc
     speech = Speech.join(parts)
-    yield gr.skip(), (speech.sample_rate, pcm16(speech.waveform)), result_line(speech, kwargs.get("seed", 0))
+    yield gr.skip(), (speech.sample_rate, pcm16(speech.waveform)), result_line(speech, kwargs.get("seed", 0), reused)
 
 
 def attach_transcriber(voices: Voices, voice: OmniVoiceONNX, request: dict, progress) -> None:
@@ -343,6 +385,15 @@ def attach_transcriber(voices: Voices, voice: OmniVoiceONNX, request: dict, prog
 
 def step_progress(progress) -> Callable[[int, int], None]:
     return lambda done, total: progress(done / total, desc=f"Step {done}/{total}")
+
+
+def examples_cache() -> None:
+    """The examples' results depend on the artifacts this server loaded, so they are kept for this
+    process only (a folder removed at exit), never served to a later server with other models."""
+    if "GRADIO_EXAMPLES_CACHE" not in os.environ:
+        folder = tempfile.mkdtemp(prefix="omnivoice-examples-")
+        os.environ["GRADIO_EXAMPLES_CACHE"] = folder
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
 
 
 def prompt_file() -> Path:
@@ -358,7 +409,7 @@ def prompt_file() -> Path:
 # ----------------------------------------------------------------------------- event handlers
 
 
-def make_handlers(voices: Voices):
+def make_handlers(voices: Voices, default: str):
     """The API's handlers (the whole result at the end) and the page's (pieces as they are made,
     when ``STREAMING``); both share the voices, their synthesis slots and their messages."""
 
@@ -381,15 +432,17 @@ def make_handlers(voices: Voices):
             **settings_kwargs(num_step, guidance, speed, duration, denoise, postprocess, preset),
         )  # fmt: skip
 
-    def synthesize(text, language, instruct, precision, num_step=32, guidance=2.0, speed=1.0, duration=0.0,
-                   seed=0, randomize_seed=False, denoise=True, postprocess=True, preset=APP_PRESET,
+    def synthesize(text, language, instruct, precision, num_step=DEFAULTS["num_step"], guidance=DEFAULTS["guidance"],
+                   speed=1.0, duration=0.0, seed=0, randomize_seed=DEFAULTS["randomize_seed"], denoise=True,
+                   postprocess=True, preset=APP_PRESET,
                    progress=gr.Progress()):  # fmt: skip
         request = tts_request(text, language, instruct, num_step, guidance, speed, duration, seed, randomize_seed,
                               denoise, postprocess, preset)  # fmt: skip
         return run_synthesis(voices, precision, progress, **request)
 
-    def clone(text, ref_audio, ref_text, voice_prompt, language, precision, num_step=32, guidance=2.0, speed=1.0,
-              duration=0.0, seed=0, randomize_seed=False, denoise=True, postprocess=True, preset=APP_PRESET,
+    def clone(text, ref_audio, ref_text, voice_prompt, language, precision, num_step=DEFAULTS["num_step"],
+              guidance=DEFAULTS["guidance"], speed=1.0, duration=0.0, seed=0,
+              randomize_seed=DEFAULTS["randomize_seed"], denoise=True, postprocess=True, preset=APP_PRESET,
               progress=gr.Progress()):  # fmt: skip
         request = clone_request(text, ref_audio, ref_text, voice_prompt, language, num_step, guidance, speed,
                                 duration, seed, randomize_seed, denoise, postprocess, preset)  # fmt: skip
@@ -414,7 +467,7 @@ def make_handlers(voices: Voices):
             voice = voices.get(precision, progress)
             attach_transcriber(voices, voice, {"ref_audio": ref_audio, "ref_text": ref_text}, progress)
             with voices.slot(progress):
-                prompt = voice.create_voice_prompt(ref_audio, ref_text)
+                prompt, _reused = voices.voice_prompt(voice, ref_audio, ref_text, None)
         except REPORTED as exc:
             raise refused(str(exc)) from exc
         path = prompt_file()
@@ -433,7 +486,13 @@ def make_handlers(voices: Voices):
         except REPORTED as exc:
             raise refused(str(exc)) from exc
 
-    return synthesize, clone, synthesize_page, clone_page, save_prompt, transcribe
+    def example(text, language, free, progress=gr.Progress()):
+        """An example of the page, as the page's defaults make it (seed 0, so a cached result is its result)."""
+        settings = {**DEFAULTS, "randomize_seed": False}
+        request = tts_request(text, language, design_instruct(*["Any"] * 6, free), *settings.values())
+        return run_synthesis(voices, default, progress, **request)
+
+    return synthesize, clone, synthesize_page, clone_page, save_prompt, transcribe, example
 
 
 # ----------------------------------------------------------------------------- layout
@@ -445,14 +504,14 @@ def settings_panel() -> list:
             preset = gr.Radio([(PRESET_LABELS[name], name) for name in PRESETS], value=APP_PRESET, label="Speed preset",
                               info="balanced is this page's default on a CPU; best is upstream's generation, exactly",
                               elem_id="preset")  # fmt: skip
-            steps = gr.Slider(1, 64, value=PRESETS[APP_PRESET]["num_step"], step=1, label="Unmasking steps")
-            guidance = gr.Slider(0.0, 5.0, value=2.0, step=0.1, label="Guidance scale")
+            steps = gr.Slider(1, MAX_STEPS, value=DEFAULTS["num_step"], step=1, label="Unmasking steps")
+            guidance = gr.Slider(0.0, 5.0, value=DEFAULTS["guidance"], step=0.1, label="Guidance scale")
         with gr.Row():
             speed = gr.Slider(0.5, 2.0, value=1.0, step=0.05, label="Speed")
             duration = gr.Number(value=0, minimum=0, maximum=600, label="Duration in s (0: automatic)")
         with gr.Row():
             seed = gr.Number(value=0, precision=0, label="Seed")
-            randomize = gr.Checkbox(value=True, label="Randomize seed")
+            randomize = gr.Checkbox(value=DEFAULTS["randomize_seed"], label="Randomize seed")
             denoise = gr.Checkbox(value=True, label="Denoise reference")
             postprocess = gr.Checkbox(value=True, label="Trim silences and normalize")
         preset.change(lambda name: PRESETS[name]["num_step"], preset, steps, api_visibility="private")
@@ -475,7 +534,8 @@ def build_demo(config: Config | None = None) -> gr.Blocks:
     voices = Voices(config, offered)
     if config.preload:
         voices.preload(default)
-    synthesize, clone, synthesize_page, clone_page, save_prompt, transcribe = make_handlers(voices)
+    synthesize, clone, synthesize_page, clone_page, save_prompt, transcribe, example = make_handlers(voices, default)
+    examples_cache()
     # Uploads and results in Gradio's cache are deleted after an hour, checked every ten minutes.
     with gr.Blocks(title="OmniVoice ONNX", delete_cache=(600, 3600)) as demo:
         gr.Markdown("# OmniVoice ONNX\nOmnilingual text-to-speech on ONNX Runtime: no PyTorch, fast on a CPU.")
@@ -489,7 +549,7 @@ def build_demo(config: Config | None = None) -> gr.Blocks:
                    [precision_info, watch], queue=False, show_progress="hidden", api_visibility="private")  # fmt: skip
         with gr.Tabs():
             with gr.Tab("Text to speech", id="tts"):
-                text = gr.Textbox(label="Text", lines=4, placeholder="What should be said?", elem_id="tts-text")
+                text = gr.Textbox(DEFAULT_TEXT, label="Text", lines=4, placeholder="What should be said?", elem_id="tts-text")
                 tag_buttons(text)
                 language = gr.Dropdown(LANGUAGES, value="Auto", label="Language", filterable=True, allow_custom_value=True)
                 with gr.Accordion("Voice design", open=False):
@@ -520,7 +580,9 @@ def build_demo(config: Config | None = None) -> gr.Blocks:
         output = gr.Audio(label="Whole result (wav)" if STREAMING else "Result", type="numpy", interactive=False,
                           elem_id="result-audio")  # fmt: skip
         info = gr.Markdown(elem_id="result-info")
-        gr.Examples(EXAMPLES, [text, language, free])
+        # A click fills the text, the language and the voice design, and plays the example (made once, then kept).
+        gr.Examples(EXAMPLES, [text, language, free], [output, info], fn=example, run_on_click=True,
+                    cache_examples=True, cache_mode="lazy", api_visibility="private", elem_id="examples")  # fmt: skip
 
         # The page's buttons: pieces to the player as they are made, then the whole result.
         tts_inputs = [text, language, instruct, precision, *settings]

@@ -141,3 +141,30 @@ def next_step_agreement(voice, reference, texts: list[str], seed: int = 1) -> li
             same = predictions(voice, text, tokens) == predictions(reference, text, tokens)
             shares.append(float(same[masked].mean()))
     return shares
+
+
+def main(argv=None) -> int:
+    """``python -m omnivoice_build.equivalence --model-dir FP32_ARTIFACTS --checkpoint CHECKPOINT``:
+    every case of ``CASES`` through upstream and the runtime; exit 0 when all codes are equal."""
+    import argparse
+    import os
+    import tempfile
+
+    parser = argparse.ArgumentParser(prog="python -m omnivoice_build.equivalence", description=main.__doc__)
+    parser.add_argument("--model-dir", required=True, help="artifacts built from --checkpoint")
+    parser.add_argument("--checkpoint", required=True, help="the OmniVoice PyTorch checkpoint")
+    parser.add_argument("--precision", default="fp32")
+    parser.add_argument("--ref-audio", help="reference for the voice-clone case (default: a test signal)")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        reference = args.ref_audio or write_reference(os.path.join(tmp, "reference.wav"))
+        results = run_all(args.checkpoint, args.model_dir, reference, args.precision)
+    for result in results:
+        print(result)
+    equal = sum(r.codes_equal for r in results)
+    print(f"{equal} of {len(results)} cases give upstream's codes")
+    return 0 if equal == len(results) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

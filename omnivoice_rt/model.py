@@ -34,6 +34,7 @@ from omnivoice_rt.limits import (
     MAX_DURATION_S,
     MAX_REFERENCE_S,
     MAX_SPEED,
+    MAX_STEPS,
     MAX_TEXT_CHARS,
     MAX_TRANSCRIPT_CHARS,
     MIN_REFERENCE_S,
@@ -95,8 +96,9 @@ class GenerationSettings(UnmaskSettings):
         return cls(**{**PRESETS[name], **overrides})
 
     def validate(self) -> None:
-        if not isinstance(self.num_step, (int, np.integer)) or not 1 <= self.num_step <= 256:
-            raise ValueError(f"num_step must be an integer from 1 to 256 (12, 16 or 32 are typical), got {self.num_step}")
+        if not isinstance(self.num_step, (int, np.integer)) or not 1 <= self.num_step <= MAX_STEPS:
+            raise ValueError(f"num_step must be an integer from 1 to {MAX_STEPS} (12, 16 or 32 are typical), "
+                             f"got {self.num_step}")  # fmt: skip
         for name in ("guidance_scale", "t_shift", "layer_penalty_factor", "position_temperature", "class_temperature"):
             value = getattr(self, name)
             if not np.isfinite(value) or value < 0:

@@ -90,6 +90,11 @@ def test_a_reference_is_transcribed_and_cloning_needs_no_typed_transcript(client
                               api_name="/clone")  # fmt: skip
     heard, _ = client.predict("Hello.", handle_file(reference), "", None, "Auto", "int4", **FIXED, api_name="/clone")
     np.testing.assert_array_equal(read(heard)[0], read(typed)[0])
+    # The reference was encoded once: the same file and transcript again come from the prompt cache.
+    again, info = client.predict("Hello.", handle_file(reference), TRANSCRIPT, None, "Auto", "int4", **FIXED,
+                                 api_name="/clone")  # fmt: skip
+    assert "the reference's encoding was reused" in info
+    np.testing.assert_array_equal(read(again)[0], read(typed)[0])
 
 
 def test_saved_voice_prompt_clones_the_same_voice(client, reference):

@@ -120,3 +120,50 @@ def test_an_error_reaches_the_user(page):
     toast = page.get_by_text("text is empty", exact=False).first
     toast.wait_for(timeout=30_000)
     page.screenshot(path=str(SHOTS / "5-error.png"), full_page=True)
+
+
+def test_a_first_visit_generates_the_default_text_then_clones_a_recorded_voice(app_server, tmp_path):
+    """A fresh page: Generate on the sentence the text box starts with, then record a reference
+    from the microphone (Chromium's fake device, fed from a wav), see its transcript appear, clone."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.conftest import TRANSCRIPT
+
+    reference = write_reference(str(tmp_path / "microphone.wav"), seconds=4.0, rate=48000, channels=1)
+    fake_microphone = ["--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
+                       f"--use-file-for-fake-audio-capture={reference}"]  # fmt: skip
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS + fake_microphone)
+        context = browser.new_context(viewport={"width": 1280, "height": 1400}, permissions=["microphone"])
+        page = context.new_page()
+        page.goto(app_server, wait_until="networkidle")
+        assert page.input_value("#tts-text textarea").startswith("Hello! This is OmniVoice")
+        page.click("#tts-generate")
+        wait_for_result(page, "", "int4")
+        page.screenshot(path=str(SHOTS / "6-first-visit.png"), full_page=True)
+
+        page.get_by_role("tab", name="Voice cloning").click()
+        page.locator("#ref-audio").get_by_label("Record audio").click()
+        page.locator("#ref-audio").get_by_role("button", name="Record").click()
+        page.wait_for_timeout(3000)
+        page.locator("#ref-audio").get_by_role("button", name="Stop").click()
+        page.wait_for_function(f"() => document.querySelector('#ref-text textarea').value === {TRANSCRIPT!r}",
+                               timeout=60_000)  # fmt: skip
+        page.fill("#clone-text textarea", "And this is me, recorded and cloned.")
+        info = page.inner_text("#result-info").strip().split("\n")[-1]
+        page.click("#clone-generate")
+        wait_for_result(page, info, "int4")
+        page.screenshot(path=str(SHOTS / "7-recorded-clone.png"), full_page=True)
+        browser.close()
+
+
+def test_an_example_fills_its_controls_and_plays(page):
+    page.get_by_role("tab", name="Text to speech").click()
+    page.get_by_label("int4").check()
+    info = page.inner_text("#result-info").strip().split("\n")[-1]
+    page.locator("#examples").get_by_text("The weather is lovely today", exact=False).click()
+    wait_for_result(page, info, "int4")
+    assert page.input_value("#tts-text textarea").startswith("The weather is lovely today")
+    page.wait_for_function("() => [...document.querySelectorAll('textarea')].some(t => t.value === 'female, young adult')",
+                           timeout=10_000)  # the voice design's free text, and the instruct sent to the model
+    page.screenshot(path=str(SHOTS / "8-example.png"), full_page=True)

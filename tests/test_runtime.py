@@ -133,14 +133,16 @@ def test_reference_as_array_in_any_layout(fp32_voice, reference_wav):
     np.testing.assert_array_equal(from_path.codes, from_array.codes)
 
 
-def test_runtime_never_imports_torch(fp32_artifacts):
+def test_runtime_never_imports_torch_or_build_code(fp32_artifacts):
     code = (
         "import sys\n"
         "from omnivoice_rt.model import OmniVoiceONNX\n"
+        "import omnivoice_rt.__main__, omnivoice_rt.asr, omnivoice_rt.inspect\n"
         f"v = OmniVoiceONNX.load({str(fp32_artifacts)!r}, 'fp32')\n"
         "s = v.generate('Hello there.', num_step=4, seed=0)\n"
         "assert s.waveform.size > 0\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'omnivoice', 'torchaudio')))\n"
+        "build = ('torch', 'transformers', 'omnivoice', 'torchaudio', 'omnivoice_build', 'olive', 'onnxruntime_genai')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in build))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert result.returncode == 0, result.stderr
