@@ -17,6 +17,7 @@ import sys
 import time
 
 from omnivoice_rt.errors import REPORTED
+from omnivoice_rt.manifest import PROFILE_DIRS
 
 logger = logging.getLogger("omnivoice_rt")
 
@@ -119,7 +120,7 @@ def parse_args(argv):
         p.add_argument("--model-dir", default=os.environ.get("OMNIVOICE_ARTIFACTS"),
                        help="artifact folder or Hub repo id (default: $OMNIVOICE_ARTIFACTS, else the Hub repo "
                        "$OMNIVOICE_REPO or onnx-community/OmniVoice-Onnx)")
-        p.add_argument("--precision", default="int4", choices=["int4", "int8", "fp16", "fp32", "cuda"])
+        p.add_argument("--precision", default="int4", choices=list(PROFILE_DIRS))
         p.add_argument("--threads", type=int, default=None, help="ONNX Runtime intra-op threads")
         p.add_argument("-v", "--verbose", action="store_true")
 
@@ -180,7 +181,7 @@ def parse_args(argv):
     ins.add_argument("source", nargs="?", default=os.environ.get("OMNIVOICE_ARTIFACTS"),
                      help="artifact folder or Hub repo id (default: $OMNIVOICE_ARTIFACTS, else $OMNIVOICE_REPO "
                      "or onnx-community/OmniVoice-Onnx)")  # fmt: skip
-    ins.add_argument("--precision", choices=["int4", "int8", "fp16", "fp32", "cuda"], help="one profile only")
+    ins.add_argument("--precision", choices=list(PROFILE_DIRS), help="one profile only")
     ins.add_argument("-v", "--verbose", action="store_true")
     ins.set_defaults(func=cmd_inspect)
     return parser.parse_args(argv)

@@ -144,9 +144,9 @@ def test_a_first_visit_generates_the_default_text_then_clones_a_recorded_voice(a
 
         page.get_by_role("tab", name="Voice cloning").click()
         page.locator("#ref-audio").get_by_label("Record audio").click()
-        page.locator("#ref-audio").get_by_role("button", name="Record").click()
+        page.locator("#ref-audio").get_by_role("button", name="Record", exact=True).click()
         page.wait_for_timeout(3000)
-        page.locator("#ref-audio").get_by_role("button", name="Stop").click()
+        page.locator("#ref-audio").get_by_role("button", name="Stop", exact=True).click()
         page.wait_for_function(f"() => document.querySelector('#ref-text textarea').value === {TRANSCRIPT!r}",
                                timeout=60_000)  # fmt: skip
         page.fill("#clone-text textarea", "And this is me, recorded and cloned.")
