@@ -21,18 +21,29 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--
 
 
 @pytest.fixture(scope="module")
-def page(app_server):
+def browser(tmp_path_factory):
+    """One Chromium for the module (Playwright's sync API allows one at a time), whose microphone
+    is a fake device fed from a wav of a speech-like signal."""
     from playwright.sync_api import sync_playwright
 
     if not Path(CHROMIUM).exists():
         pytest.fail("Chromium is missing: apt-get install chromium (the README's test command does)")
     SHOTS.mkdir(exist_ok=True)
+    microphone = write_reference(str(tmp_path_factory.mktemp("mic") / "microphone.wav"), seconds=4.0, rate=48000,
+                                 channels=1)  # fmt: skip
+    fake_microphone = ["--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
+                       f"--use-file-for-fake-audio-capture={microphone}"]  # fmt: skip
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 1400})
-        page.goto(app_server, wait_until="networkidle")
-        yield page
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS + fake_microphone)
+        yield browser
         browser.close()
+
+
+@pytest.fixture(scope="module")
+def page(browser, app_server):
+    page = browser.new_page(viewport={"width": 1280, "height": 1400})
+    page.goto(app_server, wait_until="networkidle")
+    return page
 
 
 def wait_for_result(page, previous: str, precision: str, timeout: float = 120_000) -> str:
@@ -122,19 +133,12 @@ def test_an_error_reaches_the_user(page):
     page.screenshot(path=str(SHOTS / "5-error.png"), full_page=True)
 
 
-def test_a_first_visit_generates_the_default_text_then_clones_a_recorded_voice(app_server, tmp_path):
+def test_a_first_visit_generates_the_default_text_then_clones_a_recorded_voice(browser, app_server):
     """A fresh page: Generate on the sentence the text box starts with, then record a reference
     from the microphone (Chromium's fake device, fed from a wav), see its transcript appear, clone."""
-    from playwright.sync_api import sync_playwright
-
     from tests.conftest import TRANSCRIPT
 
-    reference = write_reference(str(tmp_path / "microphone.wav"), seconds=4.0, rate=48000, channels=1)
-    fake_microphone = ["--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
-                       f"--use-file-for-fake-audio-capture={reference}"]  # fmt: skip
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS + fake_microphone)
-        context = browser.new_context(viewport={"width": 1280, "height": 1400}, permissions=["microphone"])
+    with browser.new_context(viewport={"width": 1280, "height": 1400}, permissions=["microphone"]) as context:
         page = context.new_page()
         page.goto(app_server, wait_until="networkidle")
         assert page.input_value("#tts-text textarea").startswith("Hello! This is OmniVoice")
@@ -154,7 +158,6 @@ def test_a_first_visit_generates_the_default_text_then_clones_a_recorded_voice(a
         page.click("#clone-generate")
         wait_for_result(page, info, "int4")
         page.screenshot(path=str(SHOTS / "7-recorded-clone.png"), full_page=True)
-        browser.close()
 
 
 def test_an_example_fills_its_controls_and_plays(page):
