@@ -34,7 +34,9 @@ ASR_RATE = 16000
 # What onnx-asr reads of an onnx-community Whisper export; the quantized graphs only for int8.
 ASR_FILES = ["config.json", "vocab.json", "added_tokens.json", "onnx/encoder_model{q}.onnx",
              "onnx/decoder_model_merged{q}.onnx"]  # fmt: skip
-QUANTIZATIONS = {"int8": "_int8", "fp32": ""}
+# Each quantization's graph suffixes, in the order tried: onnx-community repos name their 8-bit
+# graphs "_int8", "_quantized" or "_uint8" depending on the conversion that made them.
+QUANTIZATIONS = {"int8": ["int8", "quantized", "uint8"], "fp32": [""]}
 
 
 def asr_source() -> str:
@@ -59,19 +61,23 @@ class Transcriber:
         except ImportError as exc:
             raise ArtifactError("transcription needs onnx-asr: pip install -r requirements.txt") from exc
         source = source or asr_source()
-        suffix = QUANTIZATIONS[quantization]
-        files = [name.format(q=suffix) for name in ASR_FILES]
-        try:
-            folder = Path(source) if Path(source).is_dir() else download(str(source), files, progress)
-        except ArtifactError as exc:
-            raise ArtifactError(f"the speech recogniser: {exc} (OMNIVOICE_ASR_MODEL may name a local Whisper "
-                                "folder)") from exc  # fmt: skip
-        missing = [name for name in files if not (folder / name).is_file()]
-        if missing:
-            raise ArtifactError(f"the speech recogniser in {folder} lacks {', '.join(missing)}: it must be an "
+        first_missing: list[str] = []
+        for variant in QUANTIZATIONS[quantization]:  # the first whose graphs the folder or repo has
+            files = [name.format(q=f"_{variant}" if variant else "") for name in ASR_FILES]
+            try:
+                folder = Path(source) if Path(source).is_dir() else download(str(source), files, progress)
+            except ArtifactError as exc:
+                raise ArtifactError(f"the speech recogniser: {exc} (OMNIVOICE_ASR_MODEL may name a local Whisper "
+                                    "folder)") from exc  # fmt: skip
+            missing = [name for name in files if not (folder / name).is_file()]
+            if not missing:
+                break
+            first_missing = first_missing or missing
+        else:
+            raise ArtifactError(f"the speech recogniser in {folder} lacks {', '.join(first_missing)}: it must be an "
                                 "onnx-community Whisper export (see omnivoice_rt/asr.py)")  # fmt: skip
         try:
-            model = onnx_asr.load_model("whisper", folder, quantization=quantization if suffix else None)
+            model = onnx_asr.load_model("whisper", folder, quantization=variant or None)
         except Exception as exc:  # onnx-asr and onnxruntime raise their own types
             detail = " ".join(str(exc).split())[:300]
             raise ArtifactError(f"the speech recogniser in {folder} could not be loaded ({detail})") from exc

@@ -66,6 +66,12 @@ def test_a_recogniser_that_cannot_load_says_why_and_typed_transcripts_still_work
     (broken / "onnx" / "decoder_model_merged_int8.onnx").unlink()
     with pytest.raises(ArtifactError, match="lacks onnx/decoder_model_merged_int8.onnx"):
         Transcriber.load(broken)
+    # Another conversion's name for the 8-bit graphs is found too.
+    renamed = tmp_path / "renamed"
+    shutil.copytree(tiny_whisper, renamed)
+    for name in ("encoder_model", "decoder_model_merged"):
+        (renamed / "onnx" / f"{name}_int8.onnx").rename(renamed / "onnx" / f"{name}_quantized.onnx")
+    assert Transcriber.load(renamed).transcribe(reference, language="en") == TRANSCRIPT
     (broken / "onnx" / "decoder_model_merged_int8.onnx").write_bytes(b"not a graph")
     with pytest.raises(ArtifactError, match="could not be loaded"):
         Transcriber.load(broken)
