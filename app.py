@@ -176,13 +176,12 @@ class Voices:
                 if progress is not None:
                     progress(0.0, desc="Loading the speech recogniser")
                 report = (lambda f, m: progress(f, desc=m)) if progress is not None else None
-                source = self.config.asr_model or None
-                if (source or os.environ.get("OMNIVOICE_ASR_MODEL", "")).lower() == "none":
-                    raise refused("Transcription is off on this server: type what the reference says.")
                 try:
-                    self.asr = Transcriber.load(source, progress=report)
-                except REPORTED as exc:
+                    self.asr = Transcriber.load(self.config.asr_model or None, progress=report)
+                except ArtifactError as exc:  # it could not be fetched or loaded
                     raise refused(f"{exc}. Type what the reference says instead.") from exc
+                except REPORTED as exc:  # transcription is off; the message says what to do
+                    raise refused(str(exc)) from exc
             return self.asr
 
     def voice_prompt(self, voice: OmniVoiceONNX, ref_audio, ref_text, language) -> tuple[VoicePrompt, bool]:
@@ -271,6 +270,11 @@ def design_instruct(gender, age, pitch, style, accent, dialect, free_text) -> st
     return ", ".join(items) or None
 
 
+def language_arg(language) -> str | None:
+    """The page's language choice for the runtime: "Auto" (or nothing) lets it detect the language."""
+    return None if language in (None, "", "Auto") else language
+
+
 def resolve_seed(seed, randomize: bool) -> int:
     return random.randrange(2**31) if randomize or seed is None else int(seed)
 
@@ -337,18 +341,28 @@ def pcm16(waveform: np.ndarray) -> np.ndarray:
     return np.round(np.clip(waveform, -1.0, 1.0) * 32767).astype(np.int16)
 
 
-def run_synthesis(voices: Voices, precision: str, progress, **kwargs) -> tuple[tuple[int, np.ndarray], str]:
-    """Load the precision, synthesize with a step-by-step progress bar, turn errors into gr.Error."""
+@contextlib.contextmanager
+def prepared(voices: Voices, precision: str, progress, request: dict):
+    """What every synthesis door does first: load the precision (outside the slots), take a
+    synthesis slot, turn the reference into a voice prompt (from the cache, or transcribed and
+    encoded now); yields (voice, request, reused). Errors become one-line messages."""
     try:
         voice = voices.get(precision, progress)
-        attach_transcriber(voices, voice, kwargs, progress)
+        if request.get("ref_audio") and not (request.get("ref_text") or "").strip():
+            voice.asr = voices.transcriber(progress)  # the server's one recogniser
         with voices.slot(progress):
-            request, reused = with_cached_prompt(voices, voice, kwargs)
-            speech = voice.generate(progress=step_progress(progress), should_stop=abandoned(), **request)
+            request, reused = with_cached_prompt(voices, voice, request)
+            yield voice, request, reused
     except REPORTED as exc:
         raise refused(str(exc)) from exc
     except Cancelled as exc:
         raise refused(str(exc), visible=False) from exc
+
+
+def run_synthesis(voices: Voices, precision: str, progress, **kwargs) -> tuple[tuple[int, np.ndarray], str]:
+    """Load the precision, synthesize with a step-by-step progress bar, turn errors into gr.Error."""
+    with prepared(voices, precision, progress, kwargs) as (voice, request, reused):
+        speech = voice.generate(progress=step_progress(progress), should_stop=abandoned(), **request)
     return (speech.sample_rate, pcm16(speech.waveform)), result_line(speech, kwargs.get("seed", 0), reused)
 
 
@@ -357,30 +371,15 @@ def stream_synthesis(voices: Voices, precision: str, progress, sentences: bool =
     ``STREAMING``), then the pieces joined (what was played) become the result to download.
     Yields (piece, whole, info)."""
     parts: list[Speech] = []
-    try:
-        voice = voices.get(precision, progress)
-        attach_transcriber(voices, voice, kwargs, progress)
-        with voices.slot(progress):
-            request, reused = with_cached_prompt(voices, voice, kwargs)
-            stream = voice.stream(progress=step_progress(progress), should_stop=abandoned(), sentences=sentences,
-                                  **request)  # fmt: skip
-            for part in stream:
-                parts.append(part)
-                done, count = part.metadata["piece"] + 1, part.metadata["pieces"]
-                note = f"Playing piece {done} of {count} while the rest is made…" if done < count else "Finishing…"
-                yield (part.sample_rate, pcm16(part.waveform)) if STREAMING else gr.skip(), gr.skip(), note
-    except REPORTED as exc:
-        raise refused(str(exc)) from exc
-    except Cancelled as exc:
-        raise refused(str(exc), visible=False) from exc
+    with prepared(voices, precision, progress, kwargs) as (voice, request, reused):
+        stream = voice.stream(progress=step_progress(progress), should_stop=abandoned(), sentences=sentences, **request)
+        for part in stream:
+            parts.append(part)
+            done, count = part.metadata["piece"] + 1, part.metadata["pieces"]
+            note = f"Playing piece {done} of {count} while the rest is made…" if done < count else "Finishing…"
+            yield (part.sample_rate, pcm16(part.waveform)) if STREAMING else gr.skip(), gr.skip(), note
     speech = Speech.join(parts)
     yield gr.skip(), (speech.sample_rate, pcm16(speech.waveform)), result_line(speech, kwargs.get("seed", 0), reused)
-
-
-def attach_transcriber(voices: Voices, voice: OmniVoiceONNX, request: dict, progress) -> None:
-    """A reference without its transcript is transcribed by the server's one recogniser."""
-    if request.get("ref_audio") and not (request.get("ref_text") or "").strip():
-        voice.asr = voices.transcriber(progress)
 
 
 def step_progress(progress) -> Callable[[int, int], None]:
@@ -416,7 +415,7 @@ def make_handlers(voices: Voices, default: str):
     def tts_request(text, language, instruct, num_step, guidance, speed, duration, seed, randomize_seed, denoise,
                     postprocess, preset) -> dict:  # fmt: skip
         return dict(
-            text=text, language=None if language in (None, "", "Auto") else language, instruct=instruct or None,
+            text=text, language=language_arg(language), instruct=instruct or None,
             seed=resolve_seed(seed, randomize_seed),
             **settings_kwargs(num_step, guidance, speed, duration, denoise, postprocess, preset),
         )  # fmt: skip
@@ -426,7 +425,7 @@ def make_handlers(voices: Voices, default: str):
         if not ref_audio and not voice_prompt:
             raise refused("Record or upload a reference voice (or load a voice prompt file) first.")
         return dict(
-            text=text, language=None if language in (None, "", "Auto") else language,
+            text=text, language=language_arg(language),
             ref_audio=None if voice_prompt else ref_audio, ref_text=None if voice_prompt else ref_text,
             voice_prompt=voice_prompt or None, seed=resolve_seed(seed, randomize_seed),
             **settings_kwargs(num_step, guidance, speed, duration, denoise, postprocess, preset),
@@ -463,13 +462,8 @@ def make_handlers(voices: Voices, default: str):
     def save_prompt(ref_audio, ref_text, precision, progress=gr.Progress()):
         if not ref_audio:
             raise refused("Record or upload a reference voice first.")
-        try:
-            voice = voices.get(precision, progress)
-            attach_transcriber(voices, voice, {"ref_audio": ref_audio, "ref_text": ref_text}, progress)
-            with voices.slot(progress):
-                prompt, _reused = voices.voice_prompt(voice, ref_audio, ref_text, None)
-        except REPORTED as exc:
-            raise refused(str(exc)) from exc
+        with prepared(voices, precision, progress, {"ref_audio": ref_audio, "ref_text": ref_text}) as (_, request, _):
+            prompt = request["voice_prompt"]
         path = prompt_file()
         prompt.save(path)
         return str(path)
@@ -482,14 +476,13 @@ def make_handlers(voices: Voices, default: str):
             recogniser = voices.transcriber(progress)
             with voices.slot(progress):
                 progress(0.5, desc="Transcribing the reference")
-                return recogniser.transcribe(ref_audio, None if language in (None, "", "Auto") else language)
+                return recogniser.transcribe(ref_audio, language_arg(language))
         except REPORTED as exc:
             raise refused(str(exc)) from exc
 
     def example(text, language, free, progress=gr.Progress()):
         """An example of the page, as the page's defaults make it (seed 0, so a cached result is its result)."""
-        settings = {**DEFAULTS, "randomize_seed": False}
-        request = tts_request(text, language, design_instruct(*["Any"] * 6, free), *settings.values())
+        request = tts_request(text, language, design_instruct(*["Any"] * 6, free), **{**DEFAULTS, "randomize_seed": False})
         return run_synthesis(voices, default, progress, **request)
 
     return synthesize, clone, synthesize_page, clone_page, save_prompt, transcribe, example

@@ -19,8 +19,6 @@ import logging
 import os
 from pathlib import Path
 
-import numpy as np
-
 from omnivoice_rt import audio as audio_ops
 from omnivoice_rt.errors import ArtifactError
 from omnivoice_rt.hub import Progress, download
@@ -61,6 +59,9 @@ class Transcriber:
         except ImportError as exc:
             raise ArtifactError("transcription needs onnx-asr: pip install -r requirements.txt") from exc
         source = source or asr_source()
+        if str(source).lower() == "none":
+            raise ValueError("transcription is off (OMNIVOICE_ASR_MODEL=none), so ref_text is required: type what "
+                             "the reference recording says")  # fmt: skip
         first_missing: list[str] = []
         for variant in QUANTIZATIONS[quantization]:  # the first whose graphs the folder or repo has
             files = [name.format(q=f"_{variant}" if variant else "") for name in ASR_FILES]
@@ -91,10 +92,7 @@ class Transcriber:
         ``MAX_REFERENCE_S`` seconds). ``language``: a language OmniVoice knows (id or name); passed
         on when Whisper knows it too, else Whisper detects the language."""
         language = resolve_language(language)
-        if isinstance(audio, tuple) and len(audio) == 2 and isinstance(audio[0], np.ndarray) and audio[1] == ASR_RATE:
-            wav = np.asarray(audio[0], dtype=np.float32).reshape(1, -1)
-        else:
-            wav = audio_ops.load_audio(audio, ASR_RATE)
+        wav = audio_ops.load_audio(audio, ASR_RATE)
         seconds = wav.shape[-1] / ASR_RATE
         if seconds > MAX_REFERENCE_S:
             raise ValueError(f"the reference is {seconds:.1f} s long; transcription takes at most "

@@ -214,11 +214,16 @@ def fade_and_pad(audio: np.ndarray, pad_duration: float = 0.1, fade_duration: fl
     return out
 
 
+def seam_length(rate: int = SAMPLE_RATE, silence_duration: float = 0.3) -> int:
+    """Samples of each part of a seam (fade-out, silence, fade-in) that ``cross_fade`` makes."""
+    return int(silence_duration * rate) // 3
+
+
 def cross_fade(chunks: list[np.ndarray], rate: int = SAMPLE_RATE, silence_duration: float = 0.3) -> np.ndarray:
     """Join chunks with a 0.1 s fade-out, 0.1 s of silence and a 0.1 s fade-in at each seam."""
     if len(chunks) == 1:
         return chunks[0]
-    fade = int(silence_duration * rate) // 3
+    fade = seam_length(rate, silence_duration)
     merged = chunks[0].copy()
     for chunk in chunks[1:]:
         n_out = min(fade, merged.shape[-1])

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from omnivoice_rt import audio as audio_ops
-from omnivoice_rt.asr import Transcriber, asr_source
+from omnivoice_rt.asr import Transcriber
 from omnivoice_rt.bidirectional import llm_feeds, position_table, present_names
 from omnivoice_rt.errors import ArtifactError, Cancelled
 from omnivoice_rt.limits import (
@@ -262,9 +262,6 @@ class OmniVoiceONNX:
         onnx-community/whisper-base), loaded on first need and kept. ``OMNIVOICE_ASR_MODEL=none``: none."""
         with self._asr_lock:
             if self.asr is None:
-                if asr_source().lower() == "none":
-                    raise ValueError("ref_text is required for voice cloning (transcription is off: "
-                                     "OMNIVOICE_ASR_MODEL=none): type what the reference recording says")  # fmt: skip
                 self.asr = Transcriber.load()
             return self.asr
 
@@ -303,7 +300,7 @@ class OmniVoiceONNX:
             logger.warning("the reference is %.1f s long; 3-10 s is faster and clones better", seconds)
         if transcribe:
             started = time.perf_counter()
-            ref_text = self.transcriber().transcribe((wav[0], self.sample_rate), language=resolve_language(language))
+            ref_text = self.transcriber().transcribe((wav[0], self.sample_rate), language=language)
             logger.info("transcribed a %.1f s reference in %.2f s: %r", seconds, time.perf_counter() - started, ref_text)
         hop = self.codec.hop_length
         wav = wav[:, : wav.shape[-1] - wav.shape[-1] % hop]
@@ -351,7 +348,7 @@ class OmniVoiceONNX:
 
     def _stream(self, request: _Request) -> Iterator[Speech]:
         count = len(request.plan)
-        seam = int(0.3 * self.sample_rate) // 3  # cross_fade's silence between pieces
+        seam = audio_ops.seam_length(self.sample_rate)  # cross_fade's silence between pieces
         pad = int(request.settings.pad_duration * self.sample_rate)
         for index, (piece, codes) in enumerate(self._unmask(request)):
             unmasked = time.perf_counter()
