@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """OmniVoice ONNX: the Gradio Space over ``omnivoice_rt``.
 
-    python app.py [--artifacts FOLDER_OR_HUB_REPO] [--precision int4] [--host 127.0.0.1] [--port 7860]
+    python app.py [--artifacts FOLDER_OR_HUB_REPO] [--precision int4] [--port 7860] [--voices DIR] [--mcp]
 
 Tabs for text-to-speech (auto voice and voice design) and voice cloning, a precision selector,
 settings, progress over download and unmasking, audio played as it is made, and stable API
-endpoints for ``gradio_client``: ``/synthesize``, ``/clone`` and ``/save_voice_prompt``.
+endpoints for ``gradio_client``: ``/synthesize``, ``/clone``, ``/save_voice_prompt`` and
+``/transcribe`` (also MCP tools with ``--mcp``). ``main`` serves them with the OpenAI-compatible
+door (``space/openai_api.py``) from one process; every door shares ``space/serving.py``'s line.
 """
 
 from __future__ import annotations
@@ -13,48 +15,42 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
-import hashlib
 import logging
 import os
-import random
 import shutil
 import sys
 import tempfile
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
 import numpy as np
 
-from omnivoice_rt.asr import Transcriber
 from omnivoice_rt.errors import REPORTED, Cancelled
-from omnivoice_rt.hub import DEFAULT_REPO, available_precisions
-from omnivoice_rt.limits import MAX_STEPS, MAX_UPLOAD
-from omnivoice_rt.manifest import PROFILE_DIRS, ArtifactError, load_manifest
-from omnivoice_rt.model import PRESETS, OmniVoiceONNX, Speech
-from omnivoice_rt.sessions import cuda_available
+from omnivoice_rt.formats import pcm16
+from omnivoice_rt.limits import MAX_STEPS, MAX_UPLOAD, MAX_WAITING
+from omnivoice_rt.model import PRESETS, Speech
 from omnivoice_rt.text import (
     INSTRUCT_EXCLUSIVE,
     LANG_NAME_TO_ID,
     NONVERBAL_TAGS,
     language_display_name,
 )
-from omnivoice_rt.voice_prompt import VoicePrompt
+from space.serving import (
+    APP_PRESET,
+    DEFAULTS,
+    PRECISIONS,
+    Config,
+    Voices,
+    availability,  # noqa: F401 - part of this module's interface (tests, the page)
+    offered_precisions,
+    resolve_seed,
+    settings_kwargs,
+)
 
 logger = logging.getLogger(__name__)
 
-PRECISIONS = {
-    "int4": "int4 (CPU, fastest): int4 encoder and LLM, fp32 heads",
-    "int8": "int8 (CPU, closest to fp32 of the fast ones): int8 encoder and LLM, fp32 heads",
-    "fp16": "fp16 (CPU): fp16 encoder and heads, int4 LLM",
-    "fp32": "fp32 (CPU, reference): everything fp32",
-    "cuda": "cuda (GPU): fp16 everything, CUDA execution provider",
-}
-APP_PRESET = "balanced"  # the page's default: a CPU Space should answer in seconds, not a minute
 PRESET_LABELS = {
     "best": "best: 32 steps, exact (as upstream)",
     "balanced": "balanced: 16 steps, prompt cache, guidance reuse",
@@ -72,191 +68,12 @@ REFERENCE_TIPS = (
     "you will synthesize. Its transcript is filled in when you record or upload it: check it, or type "
     "it; left empty, it is transcribed when you generate. Or load a voice prompt saved earlier."
 )
-# The page's and the API's defaults, one table (the CLI's: the same preset, a random seed).
-DEFAULTS = {"num_step": PRESETS[APP_PRESET]["num_step"], "guidance": 2.0, "speed": 1.0, "duration": 0.0, "seed": 0,
-            "randomize_seed": True, "denoise": True, "postprocess": True, "preset": APP_PRESET}  # fmt: skip
 DEFAULT_TEXT = "Hello! This is OmniVoice, speaking from ONNX Runtime on a CPU."
-PROMPT_CACHE_SIZE = 16  # voice prompts kept, keyed by the reference's bytes, its transcript and the precision
 EXAMPLES = [
     ["Hello! This is OmniVoice, running on ONNX Runtime without PyTorch.", "English", ""],
     ["The weather is lovely today [laughter], let's go for a walk.", "Auto", "female, young adult"],
     ["今天天气很好，我们一起去公园散步吧。", "Chinese", "男，中年"],
 ]
-
-
-@dataclass
-class Config:
-    source: str | None = None  # artifact folder or Hub repo; None: $OMNIVOICE_REPO or the default repo
-    precision: str = "int4"
-    threads: int | None = None
-    preload: bool = False  # load the default precision in the background as the server starts
-    concurrency: int = 1  # syntheses at once; loads and downloads do not take a slot
-    asr_model: str | None = None  # speech recogniser: folder or Hub repo; None: $OMNIVOICE_ASR_MODEL or whisper-base
-
-
-def offered_precisions(source: str | None) -> list[str]:
-    """What the selector offers: the precisions the source has (its manifest, or the repo's file
-    list, asked once), cuda only with CUDA; every CPU precision when the Hub cannot be asked."""
-    try:
-        found = available_precisions(source)
-    except ArtifactError as exc:
-        logger.warning("%s", exc)
-        found = None
-    return [p for p in PRECISIONS if (p in found if found else p != "cuda" or cuda_available())]
-
-
-class Voices:
-    """Each precision's ``OmniVoiceONNX``, loaded once and kept. Each precision has its own lock,
-    so a request for a loaded precision never waits behind another one's download. ``activity``
-    says what a load under way is doing, ``failures`` why the last one failed, for the page."""
-
-    def __init__(self, config: Config, offered: list[str] | None = None):
-        self.config = config
-        self.offered = offered or list(PRECISIONS)
-        self.loaded: dict[str, OmniVoiceONNX] = {}
-        self.activity: dict[str, str] = {}
-        self.failures: dict[str, str] = {}
-        self._locks = {precision: threading.Lock() for precision in PRECISIONS}
-        self._slots = threading.BoundedSemaphore(config.concurrency)
-        self.asr: Transcriber | None = None  # one speech recogniser for every precision
-        self._asr_lock = threading.Lock()
-        self.prompts: OrderedDict[tuple, VoicePrompt] = OrderedDict()  # the last PROMPT_CACHE_SIZE references
-        self._prompts_lock = threading.Lock()
-
-    @contextlib.contextmanager
-    def slot(self, progress=None):
-        """One of the ``concurrency`` synthesis slots: the model work of a request runs inside one,
-        its download and load outside, so a load never holds up requests for a loaded precision."""
-        if not self._slots.acquire(blocking=False):
-            if progress is not None:
-                progress(0.0, desc="Waiting for the synthesis before this one")
-            self._slots.acquire()
-        try:
-            yield
-        finally:
-            self._slots.release()
-
-    def get(self, precision: str, progress=None) -> OmniVoiceONNX:
-        if precision not in self.offered:
-            raise refused(f"Precision {precision!r} is not offered here; choose one of {', '.join(self.offered)}.")
-        voice = self.loaded.get(precision)
-        if voice is not None:
-            return voice
-        lock = self._locks[precision]
-        if lock.locked() and progress is not None:
-            progress(0.0, desc=f"Waiting for the {precision} model to load")
-        with lock:
-            if precision not in self.loaded:
-                self._load(precision, progress)
-            return self.loaded[precision]
-
-    def _load(self, precision: str, progress) -> None:
-        def report(fraction: float, message: str) -> None:
-            self.activity[precision] = f"{message}: {fraction:.0%}"
-            if progress is not None:
-                progress(fraction, desc=message)
-
-        self.activity[precision] = "Loading"
-        started = time.perf_counter()
-        try:
-            self.loaded[precision] = OmniVoiceONNX.load(self.config.source, precision, threads=self.config.threads,
-                                                        download_progress=report)  # fmt: skip
-            self.failures.pop(precision, None)
-        except Exception as exc:
-            self.failures[precision] = str(exc)
-            raise
-        finally:
-            self.activity.pop(precision, None)
-        logger.info("loaded %s in %.1f s", precision, time.perf_counter() - started)
-
-    def transcriber(self, progress=None) -> Transcriber:
-        """The speech recogniser, loaded (and downloaded) once on first need, outside the synthesis slots."""
-        with self._asr_lock:
-            if self.asr is None:
-                if progress is not None:
-                    progress(0.0, desc="Loading the speech recogniser")
-                report = (lambda f, m: progress(f, desc=m)) if progress is not None else None
-                try:
-                    self.asr = Transcriber.load(self.config.asr_model or None, progress=report)
-                except ArtifactError as exc:  # it could not be fetched or loaded
-                    raise refused(f"{exc}. Type what the reference says instead.") from exc
-                except REPORTED as exc:  # transcription is off; the message says what to do
-                    raise refused(str(exc)) from exc
-            return self.asr
-
-    def voice_prompt(self, voice: OmniVoiceONNX, ref_audio, ref_text, language) -> tuple[VoicePrompt, bool]:
-        """The reference encoded (and transcribed) once: kept by its bytes, its transcript (or the
-        language it is transcribed in) and the precision. Says whether it was already there."""
-        transcript = (ref_text or "").strip()
-        digest = hashlib.sha256(Path(ref_audio).read_bytes()).hexdigest() if Path(ref_audio).is_file() else None
-        key = (voice.precision, digest, transcript, None if transcript else language)
-        with self._prompts_lock:
-            prompt = self.prompts.get(key) if digest else None
-            if prompt is not None:
-                self.prompts.move_to_end(key)
-                return prompt, True
-        prompt = voice.create_voice_prompt(ref_audio, transcript or None, language=language)
-        with self._prompts_lock:
-            self.prompts[key] = prompt
-            while len(self.prompts) > PROMPT_CACHE_SIZE:
-                self.prompts.popitem(last=False)
-        return prompt, False
-
-    def preload(self, precision: str) -> threading.Thread:
-        """Load ``precision``, then the speech recogniser, in the background; requests wait for these loads."""
-
-        def run() -> None:
-            try:
-                self.get(precision)
-            except Exception as exc:  # noqa: BLE001 - kept in activity; a request will try again
-                logger.warning("preloading %s failed: %s", precision, exc)
-            try:
-                self.transcriber()
-            except Exception as exc:  # noqa: BLE001 - a request that needs it says why
-                logger.warning("the speech recogniser is not available: %s", exc)
-
-        thread = threading.Thread(target=run, name=f"preload-{precision}", daemon=True)
-        thread.start()
-        return thread
-
-    def describe(self, precision: str) -> str:
-        """What the precision is made of, and whether it is loaded, loading, on disk, or still to download."""
-        title = f"**{PRECISIONS.get(precision, precision)}**."
-        voice = self.loaded.get(precision)
-        if voice is not None:
-            size = graphs_size(voice.root, voice.manifest["profiles"][precision]["graphs"])
-            repaired = " The LLM was repaired to attend bidirectionally." if voice.repaired_llm else ""
-            return f"{title} Loaded from `{voice.root}`, {size / 1e6:.0f} MB on disk: ready.{repaired}"
-        if precision in self.activity:
-            return f"{title} {self.activity[precision]}…"
-        if precision in self.failures:
-            return f"{title} It could not be loaded ({self.failures[precision]}); the next synthesis tries again."
-        return f"{title} {availability(self.config.source, precision)} The first synthesis with it loads it."
-
-
-def graphs_size(root: Path, graphs: dict) -> int:
-    """Bytes of the given graphs and their external weights."""
-    paths = [root / spec["file"] for spec in graphs.values()]
-    return sum(p.stat().st_size for path in paths for p in (path, path.with_name(path.name + ".data")) if p.exists())
-
-
-def availability(source: str | None, precision: str) -> str:
-    """Whether a not-yet-loaded precision is on disk, or must be downloaded first."""
-    if source and Path(source).is_dir():
-        try:
-            profile = load_manifest(source)["profiles"].get(precision)
-        except ArtifactError:
-            profile = None
-        if profile is None:
-            return f"This artifact folder has no {precision} profile."
-        return f"On disk: {graphs_size(Path(source), profile['graphs']) / 1e6:.0f} MB."
-    from huggingface_hub import try_to_load_from_cache
-
-    repo = source or os.environ.get("OMNIVOICE_REPO") or DEFAULT_REPO
-    folder = PROFILE_DIRS.get(precision, precision)
-    name = "llm_decoder.onnx.data" if folder == "." else f"{folder}/llm_decoder.onnx.data"
-    cached = try_to_load_from_cache(repo, name)
-    return "Downloaded." if isinstance(cached, str) else f"Not downloaded yet from {repo}."
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -275,37 +92,12 @@ def language_arg(language) -> str | None:
     return None if language in (None, "", "Auto") else language
 
 
-def resolve_seed(seed, randomize: bool) -> int:
-    return random.randrange(2**31) if randomize or seed is None else int(seed)
-
-
-def settings_kwargs(num_step, guidance, speed, duration, denoise, postprocess, preset=APP_PRESET) -> dict:
-    """The page's settings as ``generate`` arguments; the preset brings its cache and guidance reuse."""
-    if preset not in PRESETS:
-        raise refused(f"Unknown preset {preset!r}; choose one of {', '.join(PRESETS)}.")
-    bundle = {k: v for k, v in PRESETS[preset].items() if k != "num_step"}
-    return {
-        **bundle, "num_step": int(num_step), "guidance_scale": float(guidance),
-        "speed": float(speed) if speed and float(speed) != 1.0 else None,
-        "duration": float(duration) if duration and float(duration) > 0 else None,
-        "denoise": bool(denoise), "postprocess_output": bool(postprocess),
-    }  # fmt: skip
-
-
 def result_line(speech: Speech, seed: int, reused: bool = False) -> str:
     meta = speech.metadata
     reference = "; the reference's encoding was reused" if reused else ""
     return (f"{meta['seconds']:.2f} s of audio in {meta['timings']['total']:.2f} s "
             f"(real-time factor {meta['rtf']:.2f}), {meta['precision']}, {meta['steps']} steps, seed {seed}"
             f"{reference}")  # fmt: skip
-
-
-def with_cached_prompt(voices: Voices, voice: OmniVoiceONNX, request: dict) -> tuple[dict, bool]:
-    """The request with its reference as a voice prompt from the cache (encoded now if new)."""
-    if not request.get("ref_audio"):
-        return request, False
-    prompt, reused = voices.voice_prompt(voice, request["ref_audio"], request.get("ref_text"), request.get("language"))
-    return {**request, "ref_audio": None, "ref_text": None, "voice_prompt": prompt}, reused
 
 
 def refused(message: str, visible: bool = True) -> gr.Error:
@@ -335,28 +127,22 @@ def abandoned() -> Callable[[], bool]:
     return gone
 
 
-def pcm16(waveform: np.ndarray) -> np.ndarray:
-    """16-bit samples as the runtime made them: Gradio rescales float audio to full scale, which
-    would undo the loudness the runtime set (matched to the reference, or peak 0.5)."""
-    return np.round(np.clip(waveform, -1.0, 1.0) * 32767).astype(np.int16)
-
-
 @contextlib.contextmanager
-def prepared(voices: Voices, precision: str, progress, request: dict):
-    """What every synthesis door does first: load the precision (outside the slots), take a
-    synthesis slot, turn the reference into a voice prompt (from the cache, or transcribed and
-    encoded now); yields (voice, request, reused). Errors become one-line messages."""
+def as_messages():
+    """The runtime's errors as the page's and the API's one-line messages."""
     try:
-        voice = voices.get(precision, progress)
-        if request.get("ref_audio") and not (request.get("ref_text") or "").strip():
-            voice.asr = voices.transcriber(progress)  # the server's one recogniser
-        with voices.slot(progress):
-            request, reused = with_cached_prompt(voices, voice, request)
-            yield voice, request, reused
+        yield
     except REPORTED as exc:
         raise refused(str(exc)) from exc
     except Cancelled as exc:
         raise refused(str(exc), visible=False) from exc
+
+
+@contextlib.contextmanager
+def prepared(voices: Voices, precision: str, progress, request: dict):
+    """``Voices.prepared`` (load, wait in line, encode the reference) with the errors as messages."""
+    with as_messages(), voices.prepared(precision, request, progress) as ready:
+        yield ready
 
 
 def run_synthesis(voices: Voices, precision: str, progress, **kwargs) -> tuple[tuple[int, np.ndarray], str]:
@@ -409,32 +195,52 @@ def prompt_file() -> Path:
 
 
 def make_handlers(voices: Voices, default: str):
-    """The API's handlers (the whole result at the end) and the page's (pieces as they are made,
-    when ``STREAMING``); both share the voices, their synthesis slots and their messages."""
+    """The API's handlers (the whole result at the end; their docstrings describe the MCP tools)
+    and the page's (pieces as they are made, when ``STREAMING``); all share the voices, their
+    line and their messages."""
 
     def tts_request(text, language, instruct, num_step, guidance, speed, duration, seed, randomize_seed, denoise,
                     postprocess, preset) -> dict:  # fmt: skip
-        return dict(
-            text=text, language=language_arg(language), instruct=instruct or None,
-            seed=resolve_seed(seed, randomize_seed),
-            **settings_kwargs(num_step, guidance, speed, duration, denoise, postprocess, preset),
-        )  # fmt: skip
+        with as_messages():
+            return dict(
+                text=text, language=language_arg(language), instruct=instruct or None,
+                seed=resolve_seed(seed, randomize_seed),
+                **settings_kwargs(num_step, guidance, speed, duration, denoise, postprocess, preset),
+            )  # fmt: skip
 
     def clone_request(text, ref_audio, ref_text, voice_prompt, language, num_step, guidance, speed, duration, seed,
                       randomize_seed, denoise, postprocess, preset) -> dict:  # fmt: skip
         if not ref_audio and not voice_prompt:
             raise refused("Record or upload a reference voice (or load a voice prompt file) first.")
-        return dict(
-            text=text, language=language_arg(language),
-            ref_audio=None if voice_prompt else ref_audio, ref_text=None if voice_prompt else ref_text,
-            voice_prompt=voice_prompt or None, seed=resolve_seed(seed, randomize_seed),
-            **settings_kwargs(num_step, guidance, speed, duration, denoise, postprocess, preset),
-        )  # fmt: skip
+        request = tts_request(text, language, None, num_step, guidance, speed, duration, seed, randomize_seed, denoise,
+                              postprocess, preset)  # fmt: skip
+        return {**request, "ref_audio": None if voice_prompt else ref_audio,
+                "ref_text": None if voice_prompt else ref_text, "voice_prompt": voice_prompt or None}  # fmt: skip
 
     def synthesize(text, language, instruct, precision, num_step=DEFAULTS["num_step"], guidance=DEFAULTS["guidance"],
                    speed=1.0, duration=0.0, seed=0, randomize_seed=DEFAULTS["randomize_seed"], denoise=True,
                    postprocess=True, preset=APP_PRESET,
                    progress=gr.Progress()):  # fmt: skip
+        """Speak a text in a new voice: chosen by the model, or designed from a short description.
+        Takes about 3 s of work per second of speech on a 2-core CPU (balanced preset).
+
+        Args:
+            text: What to say, up to 10,000 characters, in any of 600+ languages. Non-verbal tags such as [laughter] or [sigh] may appear in it.
+            language: The text's language by name ("English") or code ("en"); "Auto" detects it.
+            instruct: The voice, as comma-separated items (at most one per kind): gender (male, female), age (child, teenager, young adult, middle-aged, elderly), pitch (very low pitch ... very high pitch), whisper, an English accent ("british accent"). Empty: the model chooses.
+            precision: Model precision: "int4" (fastest on a CPU), "int8", "fp16", "fp32" or "cuda", among those this server offers.
+            num_step: Unmasking steps, 1 to 64 (the preset's: 16 balanced, 32 best, 12 fast).
+            guidance: Classifier-free guidance scale, 0 to 5 (2 by default).
+            speed: Speaking rate, 1.0 normal; above 1 is faster.
+            duration: Length of the speech in seconds, up to 600; 0 estimates it from the text.
+            seed: Random seed; the same seed and settings give the same audio.
+            randomize_seed: True draws a new seed each call (the seed argument is then ignored).
+            denoise: Denoise a reference (cloning only).
+            postprocess: Trim long silences and normalise the loudness.
+            preset: "balanced" (default), "best" (32 steps, as upstream) or "fast" (12 steps).
+        Returns:
+            The speech as a 24 kHz wav file, and one line saying its length, time taken and seed.
+        """
         request = tts_request(text, language, instruct, num_step, guidance, speed, duration, seed, randomize_seed,
                               denoise, postprocess, preset)  # fmt: skip
         return run_synthesis(voices, precision, progress, **request)
@@ -443,6 +249,27 @@ def make_handlers(voices: Voices, default: str):
               guidance=DEFAULTS["guidance"], speed=1.0, duration=0.0, seed=0,
               randomize_seed=DEFAULTS["randomize_seed"], denoise=True, postprocess=True, preset=APP_PRESET,
               progress=gr.Progress()):  # fmt: skip
+        """Speak a text in the voice of a reference recording (or of a voice prompt saved earlier).
+
+        Args:
+            text: What to say, up to 10,000 characters.
+            ref_audio: A recording of the voice to clone: 3-10 s of one person speaking clearly (0.5-30 s accepted; wav, flac, mp3, ogg; up to 20 MB). Leave empty when voice_prompt is given.
+            ref_text: What the recording says, up to 2,000 characters; empty: it is transcribed with Whisper.
+            voice_prompt: A voice prompt file (.npz) from save_voice_prompt, used instead of ref_audio and ref_text.
+            language: The text's language by name or code; "Auto" detects it.
+            precision: Model precision: "int4", "int8", "fp16", "fp32" or "cuda", among those this server offers.
+            num_step: Unmasking steps, 1 to 64.
+            guidance: Classifier-free guidance scale, 0 to 5.
+            speed: Speaking rate, 1.0 normal.
+            duration: Length of the speech in seconds; 0 estimates it.
+            seed: Random seed; the same seed and settings give the same audio.
+            randomize_seed: True draws a new seed each call.
+            denoise: Denoise the reference first.
+            postprocess: Trim long silences and match the reference's loudness.
+            preset: "balanced" (default), "best" or "fast".
+        Returns:
+            The speech as a 24 kHz wav file, and one line saying its length, time taken and seed.
+        """
         request = clone_request(text, ref_audio, ref_text, voice_prompt, language, num_step, guidance, speed,
                                 duration, seed, randomize_seed, denoise, postprocess, preset)  # fmt: skip
         return run_synthesis(voices, precision, progress, **request)
@@ -459,7 +286,16 @@ def make_handlers(voices: Voices, default: str):
                                 duration, seed, randomize_seed, denoise, postprocess, preset)  # fmt: skip
         yield from stream_synthesis(voices, precision, progress, sentences=bool(sentences), **request)
 
-    def save_prompt(ref_audio, ref_text, precision, progress=gr.Progress()):
+    def save_voice_prompt(ref_audio, ref_text, precision, progress=gr.Progress()):
+        """Encode a reference recording once as a voice prompt file, to clone that voice again without the recording.
+
+        Args:
+            ref_audio: A recording of the voice: 3-10 s of one person speaking clearly (0.5-30 s accepted; up to 20 MB).
+            ref_text: What the recording says; empty: it is transcribed with Whisper.
+            precision: The model precision the prompt is for: "int4", "int8", "fp16", "fp32" or "cuda" (prompts work across precisions).
+        Returns:
+            A voice prompt file (.npz, kept for an hour on this server) to pass to clone as voice_prompt.
+        """
         if not ref_audio:
             raise refused("Record or upload a reference voice first.")
         with prepared(voices, precision, progress, {"ref_audio": ref_audio, "ref_text": ref_text}) as (_, request, _):
@@ -469,23 +305,28 @@ def make_handlers(voices: Voices, default: str):
         return str(path)
 
     def transcribe(ref_audio, language="Auto", progress=gr.Progress()):
-        """What the reference says, for the transcript box (editable) and the API."""
+        """Transcribe a reference recording with Whisper: what the recording says, to check before cloning.
+
+        Args:
+            ref_audio: A recording of up to 30 s (longer ones are cut at a silence near 20 s).
+            language: The recording's language by name or code; "Auto" detects it.
+        Returns:
+            The transcript, one line of text.
+        """
         if not ref_audio:
             return ""
-        try:
+        with as_messages():
             recogniser = voices.transcriber(progress)
             with voices.slot(progress):
                 progress(0.5, desc="Transcribing the reference")
                 return recogniser.transcribe(ref_audio, language_arg(language))
-        except REPORTED as exc:
-            raise refused(str(exc)) from exc
 
     def example(text, language, free, progress=gr.Progress()):
         """An example of the page, as the page's defaults make it (seed 0, so a cached result is its result)."""
         request = tts_request(text, language, design_instruct(*["Any"] * 6, free), **{**DEFAULTS, "randomize_seed": False})
         return run_synthesis(voices, default, progress, **request)
 
-    return synthesize, clone, synthesize_page, clone_page, save_prompt, transcribe, example
+    return synthesize, clone, synthesize_page, clone_page, save_voice_prompt, transcribe, example
 
 
 # ----------------------------------------------------------------------------- layout
@@ -520,14 +361,15 @@ def tag_buttons(textbox: gr.Textbox) -> None:
             )
 
 
-def build_demo(config: Config | None = None) -> gr.Blocks:
-    config = config or Config()
-    offered = offered_precisions(config.source)
-    default = config.precision if config.precision in offered else offered[0]
-    voices = Voices(config, offered)
+def build_demo(config: Config | None = None, voices: Voices | None = None) -> gr.Blocks:
+    """The page and its API over ``voices`` (made from ``config`` when not given)."""
+    if voices is None:
+        config = config or Config()
+        voices = Voices(config, offered_precisions(config.source))
+    config, default, offered = voices.config, voices.default, voices.offered
     if config.preload:
         voices.preload(default)
-    synthesize, clone, synthesize_page, clone_page, save_prompt, transcribe, example = make_handlers(voices, default)
+    synthesize, clone, synthesize_page, clone_page, save_voice_prompt, transcribe, example = make_handlers(voices, default)
     examples_cache()
     # Uploads and results in Gradio's cache are deleted after an hour, checked every ten minutes.
     with gr.Blocks(title="OmniVoice ONNX", delete_cache=(600, 3600)) as demo:
@@ -587,11 +429,30 @@ def build_demo(config: Config | None = None) -> gr.Blocks:
         # The API's stable endpoints (gradio_client): the whole result at the end, from buttons the page does not show.
         for api_name, handler, inputs in (("synthesize", synthesize, tts_inputs), ("clone", clone, clone_inputs)):
             gr.Button(visible=False).click(handler, inputs, [output, info], api_name=api_name)
-        save_button.click(save_prompt, [ref_audio, ref_text, precision], saved_prompt, api_name="save_voice_prompt")
+        save_button.click(save_voice_prompt, [ref_audio, ref_text, precision], saved_prompt, api_name="save_voice_prompt")
         # A recorded or uploaded reference fills the transcript box, which stays editable.
         ref_audio.upload(transcribe, [ref_audio, clone_language], ref_text, api_name="transcribe")
         ref_audio.stop_recording(transcribe, [ref_audio, clone_language], ref_text, api_visibility="private")
     return demo
+
+
+def build_server(config: Config, voice_dir: str | None = None, api_key: str | None = None, mcp: bool = False):
+    """One FastAPI app for every door: the OpenAI-compatible routes under /v1, the Gradio page and
+    its API at /, and, with ``mcp``, Gradio's MCP server at /gradio_api/mcp. One ``Voices``: one
+    line of requests, one set of loaded models and caches."""
+    from fastapi import FastAPI
+
+    from space.openai_api import OpenAIDoor
+
+    voices = Voices(config, offered_precisions(config.source))
+    server = FastAPI(title="OmniVoice ONNX", docs_url=None, redoc_url=None)
+    OpenAIDoor(voices, voice_dir, api_key).install(server)
+    demo = build_demo(config, voices)
+    # Gradio's queue lets requests through to the one line (which turns away the surplus), with
+    # room beside it for requests that are downloading or loading another precision.
+    workers = config.concurrency + len(PRECISIONS)
+    demo.queue(default_concurrency_limit=workers, max_size=workers + config.max_waiting)
+    return gr.mount_gradio_app(server, demo, path="/", mcp_server=mcp, max_file_size=MAX_UPLOAD, show_error=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -604,17 +465,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
     parser.add_argument("--concurrency", type=int, default=int(os.environ.get("OMNIVOICE_CONCURRENCY", "1")),
                         help="syntheses at once (default 1: one request uses every core)")  # fmt: skip
+    parser.add_argument("--max-waiting", type=int, default=int(os.environ.get("OMNIVOICE_MAX_WAITING", MAX_WAITING)),
+                        help=f"requests waiting in line, all doors together (default {MAX_WAITING}); more get 'busy'")  # fmt: skip
     parser.add_argument("--threads", type=int, default=None, help="ONNX Runtime threads per session")
     parser.add_argument("--asr-model", default=os.environ.get("OMNIVOICE_ASR_MODEL"),
                         help="speech recogniser for references: a Whisper folder or Hub repo (onnx-community "
                         "format; env OMNIVOICE_ASR_MODEL; default onnx-community/whisper-base; 'none': off)")  # fmt: skip
+    parser.add_argument("--voices", default=os.environ.get("OMNIVOICE_VOICES"),
+                        help="folder of saved voice prompts (NAME.npz), voices of the OpenAI endpoint (env OMNIVOICE_VOICES)")  # fmt: skip
+    parser.add_argument("--mcp", action="store_true", default=os.environ.get("GRADIO_MCP_SERVER", "").lower() == "true",
+                        help="serve the tools over MCP at /gradio_api/mcp (env GRADIO_MCP_SERVER=true)")  # fmt: skip
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    demo = build_demo(Config(args.artifacts, args.precision, args.threads, preload=True, concurrency=args.concurrency,
-                             asr_model=args.asr_model))  # fmt: skip
-    # Room beside the synthesis slots for requests that are downloading or loading another precision.
-    demo.queue(default_concurrency_limit=args.concurrency + len(PRECISIONS), max_size=32)
-    demo.launch(server_name=args.host, server_port=args.port, max_file_size=MAX_UPLOAD, show_error=True)
+    import uvicorn
+
+    config = Config(args.artifacts, args.precision, args.threads, preload=True, concurrency=args.concurrency,
+                    asr_model=args.asr_model, max_waiting=args.max_waiting)  # fmt: skip
+    server = build_server(config, args.voices, os.environ.get("OMNIVOICE_API_KEY"), args.mcp)
+    logger.info("serving on http://%s:%d (OpenAI-compatible: /v1/audio/speech%s)", args.host, args.port,
+                "; MCP: /gradio_api/mcp" if args.mcp else "")  # fmt: skip
+    uvicorn.run(server, host=args.host, port=args.port, log_level="warning")
     return 0
 
 

@@ -11,8 +11,12 @@ class SynthesisError(RuntimeError):
     """ONNX Runtime failed on a request that passed every check; the log has its detail."""
 
 
+class Busy(RuntimeError):
+    """A server's line of requests is full (``limits.MAX_WAITING`` waiting); try again later."""
+
+
 class Cancelled(Exception):
     """The request was abandoned (its page closed, its client went away); synthesis stopped at the next step."""
 
 
-REPORTED = (ValueError, FileNotFoundError, SynthesisError)  # bad input, bad artifacts, a failed run
+REPORTED = (ValueError, FileNotFoundError, SynthesisError, Busy)  # bad input, bad artifacts, a failed run, a full line

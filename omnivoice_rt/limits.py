@@ -23,6 +23,7 @@ MAX_SOURCE_CHANNELS = 32
 MAX_TRANSCRIPT_CHARS = 2_000  # a reference's transcript: 30 s of fast speech is about 600 characters
 MAX_PROMPT_FILE_BYTES = 1 << 20  # a voice prompt .npz: 30 s of codes are 48 kB
 MAX_UPLOAD = "20mb"  # any upload to the Space
+MAX_WAITING = 32  # requests waiting for their turn in a server, all doors together; more are turned away
 # One attention layer holds heads x rows x rows float32 scores for the conditional row: at 2 GiB
 # the real model (16 heads) takes 5,792 positions, far beyond a 30 s reference and a 15 s chunk.
 ATTENTION_BUDGET_BYTES = 2 << 30

@@ -1,0 +1,111 @@
+"""Audio file formats for the doors that return bytes (the OpenAI-compatible endpoint, the CLI):
+one table, and a writer that turns pieces of speech into bytes as they are made.
+
+    writer = AudioWriter("mp3", 24000, streamed=True)
+    for piece in voice.stream(text):
+        send(writer.write(piece.waveform))
+    send(writer.close())
+
+Streamed, ``pcm`` is raw samples, ``wav`` a header that leaves its sizes open (0xFFFFFFFF, as
+OpenAI's streamed wav) then raw samples, ``mp3`` and ``opus`` the encoder's frames as it makes
+them; ``flac`` is written whole at the end (its header is rewritten on closing). Not streamed,
+every format is one complete file, written at ``close``.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+
+import numpy as np
+import soundfile as sf
+
+# response_format -> (media type, libsndfile format, subtype); pcm is 16-bit little-endian mono, no header.
+FORMATS = {
+    "wav": ("audio/wav", "WAV", "PCM_16"),
+    "mp3": ("audio/mpeg", "MP3", "MPEG_LAYER_III"),
+    "flac": ("audio/flac", "FLAC", "PCM_16"),
+    "opus": ("audio/ogg", "OGG", "OPUS"),
+    "pcm": ("audio/pcm", None, None),
+}
+STREAMED = {"pcm", "wav", "mp3", "opus"}  # formats whose bytes can leave before the end of the audio
+
+
+def available_formats() -> list[str]:
+    """The formats this machine's libsndfile writes (mp3 and opus need libsndfile 1.1 or later)."""
+    writable = sf.available_formats()
+    return [name for name, (_, container, subtype) in FORMATS.items()
+            if container is None or subtype in sf.available_subtypes(container) and container in writable]  # fmt: skip
+
+
+def pcm16(waveform: np.ndarray) -> np.ndarray:
+    """16-bit samples of a float waveform in [-1, 1], as made: never rescaled."""
+    return np.round(np.clip(waveform, -1.0, 1.0) * 32767).astype(np.int16)
+
+
+def wav_header(sample_rate: int, data_bytes: int = 0xFFFFFFFF) -> bytes:
+    """A 16-bit mono wav header; the default sizes say 'until the stream ends'."""
+    riff = 0xFFFFFFFF if data_bytes == 0xFFFFFFFF else 36 + data_bytes
+    fmt = struct.pack("<4sIHHIIHH", b"fmt ", 16, 1, 1, sample_rate, sample_rate * 2, 2, 16)
+    return b"RIFF" + struct.pack("<I", riff) + b"WAVE" + fmt + b"data" + struct.pack("<I", data_bytes)
+
+
+def encode(waveform: np.ndarray, sample_rate: int, response_format: str) -> bytes:
+    """One complete file of ``waveform`` (float32 mono) in ``response_format``."""
+    writer = AudioWriter(response_format, sample_rate, streamed=False)
+    writer.write(waveform)
+    return writer.close()
+
+
+class AudioWriter:
+    """Bytes of one audio file, written piece by piece: ``write`` returns what can be sent now
+    (nothing when not streamed), ``close`` the rest."""
+
+    def __init__(self, response_format: str, sample_rate: int, streamed: bool = True):
+        if response_format not in FORMATS:
+            raise ValueError(f"unknown audio format {response_format!r}; choose one of {', '.join(FORMATS)}")
+        self.format, self.sample_rate = response_format, sample_rate
+        self.media_type = FORMATS[response_format][0]
+        self.streamed = streamed and response_format in STREAMED
+        self._pieces: list[np.ndarray] = []  # kept until close when not streamed
+        self._buffer: io.BytesIO | None = None
+        self._file: sf.SoundFile | None = None
+        self._sent = 0
+        self._started = False
+
+    def write(self, waveform: np.ndarray) -> bytes:
+        samples = pcm16(np.asarray(waveform, dtype=np.float32).reshape(-1))
+        if not self.streamed:
+            self._pieces.append(samples)
+            return b""
+        if self.format in ("pcm", "wav"):
+            header = wav_header(self.sample_rate) if self.format == "wav" and not self._started else b""
+            self._started = True
+            return header + samples.tobytes()
+        if self._file is None:
+            _, container, subtype = FORMATS[self.format]
+            self._buffer = io.BytesIO()
+            self._file = sf.SoundFile(self._buffer, "w", self.sample_rate, 1, subtype, format=container)
+        self._file.write(samples)
+        return self._new_bytes()
+
+    def close(self) -> bytes:
+        if self.streamed:
+            if self._file is None:
+                return b""
+            self._file.close()  # the encoder's last frames (a header rewritten at the start is not sent again)
+            return self._new_bytes()
+        samples = np.concatenate(self._pieces) if self._pieces else np.zeros(0, np.int16)
+        if self.format == "pcm":
+            return samples.tobytes()
+        if self.format == "wav":
+            return wav_header(self.sample_rate, samples.nbytes) + samples.tobytes()
+        _, container, subtype = FORMATS[self.format]
+        buffer = io.BytesIO()
+        sf.write(buffer, samples, self.sample_rate, subtype=subtype, format=container)
+        return buffer.getvalue()
+
+    def _new_bytes(self) -> bytes:
+        data = self._buffer.getbuffer()[self._sent :].tobytes()
+        self._sent += len(data)
+        return data

@@ -1,0 +1,301 @@
+"""The OpenAI-compatible door: ``POST /v1/audio/speech``, ``GET /v1/models``, ``GET /v1/audio/voices``.
+
+    from openai import OpenAI
+    client = OpenAI(base_url="http://127.0.0.1:7860/v1", api_key="unused")
+    client.audio.speech.create(model="omnivoice", voice="alloy", input="Hello!").write_to_file("hello.mp3")
+
+Requests wait in the server's one line (``Voices.line``) with the page's, gradio_client's and
+MCP's, under the same limits, and fail in OpenAI's error shape with OpenAI's status codes. The
+audio leaves as it is made: a long text's pieces are sent one by one (pcm, wav, mp3, opus; flac
+at the end), or as server-sent events (``stream_format: "sse"``). Beyond OpenAI's fields, a body
+may carry ``language``, ``seed``, ``preset`` and ``sentences`` (the ``extra_body`` of the client).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hmac
+import json
+import logging
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from omnivoice_rt.errors import ArtifactError, Busy, Cancelled, SynthesisError
+from omnivoice_rt.formats import FORMATS, AudioWriter, available_formats
+from omnivoice_rt.model import PRESETS
+from omnivoice_rt.text import resolve_instruct
+from space.serving import APP_PRESET, DEFAULTS, Voices, resolve_seed, settings_kwargs
+
+logger = logging.getLogger(__name__)
+
+# OpenAI's voice names as voice-design instructs: a voice of the same kind, not the same voice.
+OPENAI_VOICES = {
+    "alloy": "female, middle-aged, moderate pitch",
+    "ash": "male, young adult, moderate pitch",
+    "ballad": "male, middle-aged, moderate pitch, british accent",
+    "coral": "female, young adult, high pitch",
+    "echo": "male, middle-aged, moderate pitch",
+    "fable": "male, young adult, british accent",
+    "nova": "female, young adult, moderate pitch",
+    "onyx": "male, middle-aged, very low pitch",
+    "sage": "female, middle-aged, low pitch",
+    "shimmer": "female, young adult, very high pitch",
+    "verse": "male, young adult, low pitch",
+    "marin": "female, young adult, american accent",
+    "cedar": "male, middle-aged, low pitch, american accent",
+}
+AUTO_VOICE = "auto"  # the model chooses the voice
+# OpenAI's model names, taken as presets of the server's default precision.
+OPENAI_MODELS = {"tts-1": "fast", "gpt-4o-mini-tts": APP_PRESET, "tts-1-hd": "best"}
+MODEL = "omnivoice"  # the server's default precision and preset; "omnivoice-int8" and so on name a precision
+MAX_BODY_BYTES = 1 << 20  # a request body: 10,000 characters of text are at most 40 kB of JSON
+VOICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+class ApiError(Exception):
+    """An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}} with its status."""
+
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
+                 kind: str = "invalid_request_error"):  # fmt: skip
+        super().__init__(message)
+        self.status, self.message, self.param, self.code, self.kind = status, message, param, code, kind
+
+    def response(self) -> JSONResponse:
+        body = {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
+        headers = {"Retry-After": "30"} if self.status == 429 else None
+        return JSONResponse(body, status_code=self.status, headers=headers)
+
+
+def api_error(exc: Exception, param: str | None = None) -> ApiError:
+    """The runtime's error vocabulary in OpenAI's words."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, Busy):
+        return ApiError(429, str(exc), code="server_busy", kind="rate_limit_error")
+    if isinstance(exc, ArtifactError):
+        return ApiError(503, f"The model cannot be loaded: {exc}", code="model_unavailable", kind="server_error")
+    if isinstance(exc, SynthesisError):
+        return ApiError(500, str(exc), kind="server_error")
+    if isinstance(exc, (ValueError, FileNotFoundError)):
+        return ApiError(400, str(exc), param=param)
+    logger.exception("unexpected error in /v1/audio/speech")
+    return ApiError(500, "The server failed on this request; its log has the detail.", kind="server_error")
+
+
+@dataclass
+class SpeechRequest:
+    """A checked body of ``POST /v1/audio/speech``."""
+
+    text: str
+    precision: str
+    preset: str
+    voice: str
+    instruct: str | None
+    voice_prompt: Path | None
+    response_format: str
+    speed: float
+    sse: bool
+    seed: int
+    language: str | None
+    sentences: bool
+
+
+class OpenAIDoor:
+    """The routes, over the server's ``Voices``; ``voice_dir`` holds saved voice prompts (``NAME.npz``
+    is the voice NAME); with ``api_key`` set, every request must carry it as a bearer token."""
+
+    def __init__(self, voices: Voices, voice_dir: str | Path | None = None, api_key: str | None = None):
+        self.voices = voices
+        self.voice_dir = Path(voice_dir) if voice_dir else None
+        if self.voice_dir is not None and not self.voice_dir.is_dir():
+            raise FileNotFoundError(f"--voices {self.voice_dir}: no such folder; create it, or leave --voices out")
+        self.api_key = api_key or None
+        self.formats = available_formats()
+
+    # ------------------------------------------------------------------ tables
+
+    def models(self) -> dict[str, tuple[str, str]]:
+        """Every model name this server answers to: (precision, preset)."""
+        default = self.voices.default
+        table = {MODEL: (default, APP_PRESET)}
+        table.update({f"{MODEL}-{precision}": (precision, APP_PRESET) for precision in self.voices.offered})
+        table.update({name: (default, preset) for name, preset in OPENAI_MODELS.items()})
+        return table
+
+    def saved_voices(self) -> dict[str, Path]:
+        if self.voice_dir is None:
+            return {}
+        return {path.stem: path for path in sorted(self.voice_dir.glob("*.npz")) if VOICE_NAME.fullmatch(path.stem)}
+
+    # ------------------------------------------------------------------ requests
+
+    def parse(self, body) -> SpeechRequest:
+        """The body checked field by field; each problem named with its field (``param``)."""
+        if not isinstance(body, dict):
+            raise ApiError(400, "The body must be a JSON object with at least 'input'.")
+        text = body.get("input")
+        if not isinstance(text, str) or not text.strip():
+            raise ApiError(400, "'input' is required: the text to speak, a non-empty string.", param="input")
+        model = body.get("model") or MODEL
+        models = self.models()
+        if model not in models:
+            raise ApiError(404, f"The model {model!r} does not exist here; choose one of {', '.join(models)}.",
+                           param="model", code="model_not_found")  # fmt: skip
+        precision, preset = models[model]
+        preset = body.get("preset") or preset
+        if preset not in PRESETS:
+            raise ApiError(400, f"Unknown preset {preset!r}; choose one of {', '.join(PRESETS)}.", param="preset")
+        voice = body.get("voice") or AUTO_VOICE
+        if isinstance(voice, dict):  # OpenAI's {"id": "voice_..."} form of a custom voice
+            voice = voice.get("id")
+        if not isinstance(voice, str):
+            raise ApiError(400, "'voice' must be a voice name (GET /v1/audio/voices lists them).", param="voice")
+        saved = self.saved_voices()
+        if voice not in saved and voice not in OPENAI_VOICES and voice != AUTO_VOICE:
+            names = ", ".join([AUTO_VOICE, *OPENAI_VOICES, *saved])
+            raise ApiError(400, f"Unknown voice {voice!r}; choose one of {names}.", param="voice")
+        fmt = body.get("response_format") or "mp3"
+        if fmt not in self.formats:
+            raise ApiError(400, f"Unsupported response_format {fmt!r}; this server writes {', '.join(self.formats)}.",
+                           param="response_format")  # fmt: skip
+        stream_format = body.get("stream_format") or "audio"
+        if stream_format not in ("audio", "sse"):
+            raise ApiError(400, f"Unknown stream_format {stream_format!r}; use 'audio' or 'sse'.", param="stream_format")
+        instruct = body.get("instructions") or (OPENAI_VOICES.get(voice) if voice not in saved else None)
+        try:
+            instruct = resolve_instruct(instruct) if isinstance(instruct, str) or instruct is None else None
+        except ValueError as exc:
+            raise ApiError(400, f"'instructions' are voice-design items here. {exc}", param="instructions") from exc
+        speed, seed = body.get("speed", 1.0), body.get("seed")
+        if not isinstance(speed, (int, float)) or isinstance(speed, bool):
+            raise ApiError(400, "'speed' must be a number (1.0 is normal).", param="speed")
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63):
+            raise ApiError(400, "'seed' must be a non-negative integer.", param="seed")
+        language = body.get("language")
+        if language is not None and not isinstance(language, str):
+            raise ApiError(400, "'language' must be a language name or code, such as 'en'.", param="language")
+        return SpeechRequest(
+            text=text, precision=precision, preset=preset, voice=voice, instruct=instruct,
+            voice_prompt=saved.get(voice), response_format=fmt, speed=float(speed), sse=stream_format == "sse",
+            seed=resolve_seed(seed, seed is None), language=language or None, sentences=bool(body.get("sentences")),
+        )  # fmt: skip
+
+    def start(self, request: SpeechRequest) -> tuple[Iterator, contextlib.ExitStack]:
+        """Load, wait in line, check the request against the model, and make the first piece, so
+        that every error before the first byte gets its status code. Returns the pieces (the
+        first one included) and what to close when the last is sent (the turn in the line)."""
+        settings = settings_kwargs(PRESETS[request.preset]["num_step"], DEFAULTS["guidance"], request.speed,
+                                   preset=request.preset)  # fmt: skip
+        job = dict(text=request.text, language=request.language, instruct=request.instruct, seed=request.seed,
+                   voice_prompt=str(request.voice_prompt) if request.voice_prompt else None, **settings)  # fmt: skip
+        stack = contextlib.ExitStack()
+        try:
+            voice, job, _ = stack.enter_context(self.voices.prepared(request.precision, job))
+            pieces = voice.stream(sentences=request.sentences, **job)
+            first = next(pieces)
+        except BaseException as exc:
+            stack.close()
+            param = "voice" if request.voice_prompt and isinstance(exc, (ValueError, FileNotFoundError)) else None
+            raise api_error(exc, param) from exc
+
+        def all_pieces():
+            yield first
+            yield from pieces
+
+        return all_pieces(), stack
+
+    def body(self, request: SpeechRequest, pieces: Iterator, stack: contextlib.ExitStack) -> Iterator[bytes]:
+        """The response's bytes as the pieces come; the turn in the line ends with the last one."""
+        try:
+            writer = None
+            for piece in pieces:
+                if writer is None:  # one piece is a whole file; several stream as they are made
+                    writer = AudioWriter(request.response_format, piece.sample_rate, piece.metadata["pieces"] > 1)
+                yield from framed(writer.write(piece.waveform), request.sse)
+            yield from framed(writer.close(), request.sse)
+            if request.sse:
+                yield sse_event({"type": "speech.audio.done", "usage": {"input_tokens": len(request.text),
+                                 "output_tokens": 0, "total_tokens": len(request.text)}})  # fmt: skip
+        except Cancelled:
+            logger.info("a /v1/audio/speech client went away")
+        except Exception as exc:  # noqa: BLE001 - the status is sent; the stream ends early and the log says why
+            logger.error("/v1/audio/speech failed after its first piece: %s", exc)
+            if request.sse:
+                yield sse_event({"type": "error", "error": {"message": str(api_error(exc).message)}})
+        finally:
+            stack.close()
+
+    def check_key(self, request: Request) -> None:
+        if self.api_key is None:
+            return
+        given = request.headers.get("authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {self.api_key}".encode()):
+            raise ApiError(401, "Incorrect or missing API key: send 'Authorization: Bearer <OMNIVOICE_API_KEY>'.",
+                           code="invalid_api_key")  # fmt: skip
+
+    # ------------------------------------------------------------------ routes
+
+    def router(self) -> APIRouter:
+        router = APIRouter(prefix="/v1")
+
+        @router.post("/audio/speech")
+        async def speech(request: Request):
+            self.check_key(request)
+            body = await read_json(request)
+            checked = self.parse(body)
+            pieces, stack = await run_in_threadpool(self.start, checked)
+            media_type = "text/event-stream" if checked.sse else FORMATS[checked.response_format][0]
+            return StreamingResponse(self.body(checked, pieces, stack), media_type=media_type,
+                                     headers={"X-Seed": str(checked.seed)})  # fmt: skip
+
+        @router.get("/models")
+        async def models(request: Request):
+            self.check_key(request)
+            data = [{"id": name, "object": "model", "created": 0, "owned_by": "omnivoice-onnx",
+                     "precision": precision, "preset": preset} for name, (precision, preset) in self.models().items()]  # fmt: skip
+            return {"object": "list", "data": data}
+
+        @router.get("/audio/voices")
+        async def voices(request: Request):
+            self.check_key(request)
+            data = [{"id": AUTO_VOICE, "object": "voice", "kind": "auto", "instruct": None}]
+            data += [{"id": name, "object": "voice", "kind": "design", "instruct": instruct}
+                     for name, instruct in OPENAI_VOICES.items()]  # fmt: skip
+            data += [{"id": name, "object": "voice", "kind": "saved", "instruct": None} for name in self.saved_voices()]
+            return {"object": "list", "data": data}
+
+        return router
+
+    def install(self, app: FastAPI) -> None:
+        app.include_router(self.router())
+        app.add_exception_handler(ApiError, lambda _request, exc: exc.response())
+
+
+async def read_json(request: Request):
+    """The body as JSON, read up to ``MAX_BODY_BYTES``."""
+    data = bytearray()
+    async for chunk in request.stream():
+        data += chunk
+        if len(data) > MAX_BODY_BYTES:
+            raise ApiError(413, f"The request body is over {MAX_BODY_BYTES >> 10} kB; 'input' takes up to 10,000 characters.")
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        raise ApiError(400, f"The body is not valid JSON: {exc}.") from exc
+
+
+def framed(data: bytes, sse: bool) -> Iterator[bytes]:
+    """Audio bytes as they go out: raw, or as a server-sent ``speech.audio.delta`` event."""
+    if data:
+        yield sse_event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()}) if sse else data
+
+
+def sse_event(payload: dict) -> bytes:
+    return f"data: {json.dumps(payload)}\n\n".encode()

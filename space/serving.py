@@ -1,0 +1,296 @@
+"""What every door of the server shares: the loaded models, one line of requests, the voice-prompt
+cache, the speech recogniser, and the defaults. The doors (the Gradio page and API, MCP, the
+OpenAI-compatible endpoint) only translate requests and errors; the work and its limits are here.
+
+    voices = Voices(Config("artifacts"))
+    with voices.prepared("int4", {"text": "Hi.", "ref_audio": "me.wav"}) as (voice, request, reused):
+        speech = voice.generate(**request)
+
+Errors are the runtime's (``omnivoice_rt.errors``): ``ValueError`` for bad input and unusable
+artifacts, ``Busy`` when the line is full; each door words them in its own protocol.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import random
+import threading
+import time
+from collections import OrderedDict, deque
+from dataclasses import dataclass
+from pathlib import Path
+
+from omnivoice_rt.asr import Transcriber
+from omnivoice_rt.errors import ArtifactError, Busy
+from omnivoice_rt.hub import DEFAULT_REPO, available_precisions
+from omnivoice_rt.limits import MAX_WAITING
+from omnivoice_rt.manifest import PROFILE_DIRS, load_manifest
+from omnivoice_rt.model import PRESETS, OmniVoiceONNX
+from omnivoice_rt.sessions import cuda_available
+from omnivoice_rt.voice_prompt import VoicePrompt
+
+logger = logging.getLogger(__name__)
+
+PRECISIONS = {
+    "int4": "int4 (CPU, fastest): int4 encoder and LLM, fp32 heads",
+    "int8": "int8 (CPU, closest to fp32 of the fast ones): int8 encoder and LLM, fp32 heads",
+    "fp16": "fp16 (CPU): fp16 encoder and heads, int4 LLM",
+    "fp32": "fp32 (CPU, reference): everything fp32",
+    "cuda": "cuda (GPU): fp16 everything, CUDA execution provider",
+}
+APP_PRESET = "balanced"  # the server's default: a CPU Space should answer in seconds, not a minute
+# Every door's defaults, one table (the CLI's: the same preset, a random seed).
+DEFAULTS = {"num_step": PRESETS[APP_PRESET]["num_step"], "guidance": 2.0, "speed": 1.0, "duration": 0.0, "seed": 0,
+            "randomize_seed": True, "denoise": True, "postprocess": True, "preset": APP_PRESET}  # fmt: skip
+PROMPT_CACHE_SIZE = 16  # voice prompts kept, keyed by the reference's bytes, its transcript and the precision
+
+
+@dataclass
+class Config:
+    source: str | None = None  # artifact folder or Hub repo; None: $OMNIVOICE_REPO or the default repo
+    precision: str = "int4"
+    threads: int | None = None
+    preload: bool = False  # load the default precision in the background as the server starts
+    concurrency: int = 1  # syntheses at once; loads and downloads do not take a slot
+    asr_model: str | None = None  # speech recogniser: folder or Hub repo; None: $OMNIVOICE_ASR_MODEL or whisper-base
+    max_waiting: int = MAX_WAITING  # requests waiting in line, all doors together; more are turned away
+
+
+def offered_precisions(source: str | None) -> list[str]:
+    """What the server offers: the precisions the source has (its manifest, or the repo's file
+    list, asked once), cuda only with CUDA; every CPU precision when the Hub cannot be asked."""
+    try:
+        found = available_precisions(source)
+    except ArtifactError as exc:
+        logger.warning("%s", exc)
+        found = None
+    return [p for p in PRECISIONS if (p in found if found else p != "cuda" or cuda_available())]
+
+
+def resolve_seed(seed, randomize: bool) -> int:
+    return random.randrange(2**31) if randomize or seed is None else int(seed)
+
+
+def settings_kwargs(num_step=DEFAULTS["num_step"], guidance=DEFAULTS["guidance"], speed=1.0, duration=0.0,
+                    denoise=True, postprocess=True, preset=APP_PRESET) -> dict:  # fmt: skip
+    """Settings as ``generate`` arguments; the preset brings its cache and guidance reuse."""
+    if preset not in PRESETS:
+        raise ValueError(f"Unknown preset {preset!r}; choose one of {', '.join(PRESETS)}.")
+    bundle = {k: v for k, v in PRESETS[preset].items() if k != "num_step"}
+    return {
+        **bundle, "num_step": int(num_step), "guidance_scale": float(guidance),
+        "speed": float(speed) if speed and float(speed) != 1.0 else None,
+        "duration": float(duration) if duration and float(duration) > 0 else None,
+        "denoise": bool(denoise), "postprocess_output": bool(postprocess),
+    }  # fmt: skip
+
+
+class Line:
+    """One line for every door: requests get a synthesis slot in the order they came, ``slots`` at
+    a time; with ``max_waiting`` already waiting, a newcomer is turned away (:class:`Busy`). A
+    finished request hands its slot straight to the first in line, so nobody overtakes."""
+
+    def __init__(self, slots: int, max_waiting: int):
+        self.slots, self.max_waiting = slots, max_waiting
+        self._free = slots
+        self._waiting: deque[threading.Event] = deque()
+        self._lock = threading.Lock()
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    @contextlib.contextmanager
+    def turn(self, on_wait=None):
+        """Hold a slot for the block; ``on_wait(ahead)`` is told how many are ahead when it must wait."""
+        with self._lock:
+            if self._free and not self._waiting:
+                self._free, ticket, ahead = self._free - 1, None, 0
+            elif len(self._waiting) >= self.max_waiting:
+                raise Busy(f"The server is busy: {len(self._waiting)} requests are waiting already. Try again in a minute.")
+            else:
+                ticket, ahead = threading.Event(), len(self._waiting) + self.slots
+                self._waiting.append(ticket)
+        if ticket is not None:
+            if on_wait is not None:
+                on_wait(ahead)
+            ticket.wait()  # set by the request that hands over its slot
+        try:
+            yield
+        finally:
+            with self._lock:
+                if self._waiting:
+                    self._waiting.popleft().set()
+                else:
+                    self._free += 1
+
+
+class Voices:
+    """Each precision's ``OmniVoiceONNX``, loaded once and kept. Each precision has its own lock,
+    so a request for a loaded precision never waits behind another one's download. ``activity``
+    says what a load under way is doing, ``failures`` why the last one failed, for the page.
+    ``progress(fraction, desc=...)`` callbacks are Gradio's shape; every door may pass None."""
+
+    def __init__(self, config: Config, offered: list[str] | None = None):
+        self.config = config
+        self.offered = offered or list(PRECISIONS)
+        self.default = config.precision if config.precision in self.offered else self.offered[0]
+        self.loaded: dict[str, OmniVoiceONNX] = {}
+        self.activity: dict[str, str] = {}
+        self.failures: dict[str, str] = {}
+        self._locks = {precision: threading.Lock() for precision in PRECISIONS}
+        self.line = Line(config.concurrency, config.max_waiting)
+        self.asr: Transcriber | None = None  # one speech recogniser for every precision
+        self._asr_lock = threading.Lock()
+        self.prompts: OrderedDict[tuple, VoicePrompt] = OrderedDict()  # the last PROMPT_CACHE_SIZE references
+        self._prompts_lock = threading.Lock()
+
+    def slot(self, progress=None):
+        """A turn in the line: the model work of a request runs inside one, its download and load
+        outside, so a load never holds up requests for a loaded precision."""
+
+        def waiting(ahead: int) -> None:
+            if progress is not None:
+                progress(0.0, desc=f"Waiting in line: {ahead} request{'s' * (ahead != 1)} before this one")
+
+        return self.line.turn(waiting)
+
+    def get(self, precision: str, progress=None) -> OmniVoiceONNX:
+        if precision not in self.offered:
+            raise ValueError(f"Precision {precision!r} is not offered here; choose one of {', '.join(self.offered)}.")
+        voice = self.loaded.get(precision)
+        if voice is not None:
+            return voice
+        lock = self._locks[precision]
+        if lock.locked() and progress is not None:
+            progress(0.0, desc=f"Waiting for the {precision} model to load")
+        with lock:
+            if precision not in self.loaded:
+                self._load(precision, progress)
+            return self.loaded[precision]
+
+    def _load(self, precision: str, progress) -> None:
+        def report(fraction: float, message: str) -> None:
+            self.activity[precision] = f"{message}: {fraction:.0%}"
+            if progress is not None:
+                progress(fraction, desc=message)
+
+        self.activity[precision] = "Loading"
+        started = time.perf_counter()
+        try:
+            self.loaded[precision] = OmniVoiceONNX.load(self.config.source, precision, threads=self.config.threads,
+                                                        download_progress=report)  # fmt: skip
+            self.failures.pop(precision, None)
+        except Exception as exc:
+            self.failures[precision] = str(exc)
+            raise
+        finally:
+            self.activity.pop(precision, None)
+        logger.info("loaded %s in %.1f s", precision, time.perf_counter() - started)
+
+    def transcriber(self, progress=None) -> Transcriber:
+        """The speech recogniser, loaded (and downloaded) once on first need, outside the line."""
+        with self._asr_lock:
+            if self.asr is None:
+                if progress is not None:
+                    progress(0.0, desc="Loading the speech recogniser")
+                report = (lambda f, m: progress(f, desc=m)) if progress is not None else None
+                try:
+                    self.asr = Transcriber.load(self.config.asr_model or None, progress=report)
+                except ArtifactError as exc:  # it could not be fetched or loaded
+                    raise ValueError(f"{exc}. Type what the reference says instead.") from exc
+            return self.asr
+
+    def voice_prompt(self, voice: OmniVoiceONNX, ref_audio, ref_text, language) -> tuple[VoicePrompt, bool]:
+        """The reference encoded (and transcribed) once: kept by its bytes, its transcript (or the
+        language it is transcribed in) and the precision. Says whether it was already there."""
+        transcript = (ref_text or "").strip()
+        digest = hashlib.sha256(Path(ref_audio).read_bytes()).hexdigest() if Path(ref_audio).is_file() else None
+        key = (voice.precision, digest, transcript, None if transcript else language)
+        with self._prompts_lock:
+            prompt = self.prompts.get(key) if digest else None
+            if prompt is not None:
+                self.prompts.move_to_end(key)
+                return prompt, True
+        prompt = voice.create_voice_prompt(ref_audio, transcript or None, language=language)
+        with self._prompts_lock:
+            self.prompts[key] = prompt
+            while len(self.prompts) > PROMPT_CACHE_SIZE:
+                self.prompts.popitem(last=False)
+        return prompt, False
+
+    @contextlib.contextmanager
+    def prepared(self, precision: str, request: dict, progress=None):
+        """What every synthesis door does first: load the precision (outside the line), wait for
+        a turn, turn the reference into a voice prompt (from the cache, or transcribed and encoded
+        now); yields (voice, request, reused) for the block, which does the synthesis in its turn."""
+        voice = self.get(precision, progress)
+        if request.get("ref_audio") and not (request.get("ref_text") or "").strip():
+            voice.asr = self.transcriber(progress)  # the server's one recogniser
+        with self.slot(progress):
+            if request.get("ref_audio"):
+                prompt, reused = self.voice_prompt(voice, request["ref_audio"], request.get("ref_text"),
+                                                   request.get("language"))  # fmt: skip
+                request = {**request, "ref_audio": None, "ref_text": None, "voice_prompt": prompt}
+            else:
+                reused = False
+            yield voice, request, reused
+
+    def preload(self, precision: str) -> threading.Thread:
+        """Load ``precision``, then the speech recogniser, in the background; requests wait for these loads."""
+
+        def run() -> None:
+            try:
+                self.get(precision)
+            except Exception as exc:  # noqa: BLE001 - kept in activity; a request will try again
+                logger.warning("preloading %s failed: %s", precision, exc)
+            try:
+                self.transcriber()
+            except Exception as exc:  # noqa: BLE001 - a request that needs it says why
+                logger.warning("the speech recogniser is not available: %s", exc)
+
+        thread = threading.Thread(target=run, name=f"preload-{precision}", daemon=True)
+        thread.start()
+        return thread
+
+    def describe(self, precision: str) -> str:
+        """What the precision is made of, and whether it is loaded, loading, on disk, or still to download."""
+        title = f"**{PRECISIONS.get(precision, precision)}**."
+        voice = self.loaded.get(precision)
+        if voice is not None:
+            size = graphs_size(voice.root, voice.manifest["profiles"][precision]["graphs"])
+            repaired = " The LLM was repaired to attend bidirectionally." if voice.repaired_llm else ""
+            return f"{title} Loaded from `{voice.root}`, {size / 1e6:.0f} MB on disk: ready.{repaired}"
+        if precision in self.activity:
+            return f"{title} {self.activity[precision]}…"
+        if precision in self.failures:
+            return f"{title} It could not be loaded ({self.failures[precision]}); the next synthesis tries again."
+        return f"{title} {availability(self.config.source, precision)} The first synthesis with it loads it."
+
+
+def graphs_size(root: Path, graphs: dict) -> int:
+    """Bytes of the given graphs and their external weights."""
+    paths = [root / spec["file"] for spec in graphs.values()]
+    return sum(p.stat().st_size for path in paths for p in (path, path.with_name(path.name + ".data")) if p.exists())
+
+
+def availability(source: str | None, precision: str) -> str:
+    """Whether a not-yet-loaded precision is on disk, or must be downloaded first."""
+    if source and Path(source).is_dir():
+        try:
+            profile = load_manifest(source)["profiles"].get(precision)
+        except ArtifactError:
+            profile = None
+        if profile is None:
+            return f"This artifact folder has no {precision} profile."
+        return f"On disk: {graphs_size(Path(source), profile['graphs']) / 1e6:.0f} MB."
+    from huggingface_hub import try_to_load_from_cache
+
+    repo = source or os.environ.get("OMNIVOICE_REPO") or DEFAULT_REPO
+    folder = PROFILE_DIRS.get(precision, precision)
+    name = "llm_decoder.onnx.data" if folder == "." else f"{folder}/llm_decoder.onnx.data"
+    cached = try_to_load_from_cache(repo, name)
+    return "Downloaded." if isinstance(cached, str) else f"Not downloaded yet from {repo}."

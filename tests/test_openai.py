@@ -1,0 +1,292 @@
+"""The OpenAI-compatible endpoint and the MCP tools of the app, as a real server on 127.0.0.1,
+called with the official ``openai`` client, the ``mcp`` client and ``gradio_client``."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import json
+import subprocess
+import threading
+import time
+import urllib.request
+
+import httpx
+import numpy as np
+import openai
+import pytest
+import soundfile as sf
+from gradio_client import Client
+
+from omnivoice_build.equivalence import write_reference
+from omnivoice_rt.errors import Busy
+from omnivoice_rt.model import PRESETS, OmniVoiceONNX, Speech
+from space.openai_api import OPENAI_VOICES
+from space.serving import Line
+from tests.conftest import running_app
+
+KEY = "sk-test-omnivoice"
+SAYING = "Hello from the OpenAI door."
+LONG = " ".join(f"This is sentence number {n} of a longer text, said slowly and clearly." for n in range(8))
+BALANCED = dict(PRESETS["balanced"])  # the endpoint's preset for model "omnivoice"
+
+
+@pytest.fixture(scope="module")
+def saved_voices(cpu_artifacts, tmp_path_factory):
+    """A folder with one saved voice prompt, ``narrator``."""
+    folder = tmp_path_factory.mktemp("voices")
+    reference = write_reference(str(folder.parent / "narrator.wav"))
+    voice = OmniVoiceONNX.load(cpu_artifacts, "int4")
+    voice.create_voice_prompt(reference, "This is the narrator speaking.").save(folder / "narrator.npz")
+    (folder / "not a voice.npz").write_bytes(b"ignored: not a voice name")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def server(cpu_artifacts, tiny_whisper, saved_voices, tmp_path_factory):
+    log = tmp_path_factory.mktemp("openai") / "server.log"
+    args = ["--artifacts", str(cpu_artifacts), "--asr-model", str(tiny_whisper), "--voices", str(saved_voices), "--mcp"]
+    with running_app(args, log, HF_HUB_OFFLINE="1", OMNIVOICE_API_KEY=KEY) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=f"{server}/v1", api_key=KEY, max_retries=0)
+
+
+@pytest.fixture(scope="module")
+def runtime(cpu_artifacts):
+    return OmniVoiceONNX.load(cpu_artifacts, "int4")
+
+
+def decode(data: bytes, fmt: str) -> np.ndarray:
+    """16-bit samples of an encoded response (ffmpeg for mp3, as players decode it)."""
+    if fmt == "pcm":
+        return np.frombuffer(data, np.int16)
+    if fmt == "mp3":
+        raw = subprocess.run(["ffmpeg", "-v", "error", "-i", "-", "-f", "s16le", "-ac", "1", "-ar", "24000", "-"],
+                             input=data, capture_output=True, check=True).stdout  # fmt: skip
+        return np.frombuffer(raw, np.int16)
+    audio, rate = sf.read(io.BytesIO(data), dtype="int16")
+    assert rate == 24000
+    return audio
+
+
+def pcm(speech: Speech) -> np.ndarray:
+    return np.round(np.clip(speech.waveform, -1, 1) * 32767).astype(np.int16)
+
+
+def test_every_format_is_playable_and_wav_is_the_runtime_result(client, runtime):
+    expected = pcm(runtime.generate(SAYING, instruct=OPENAI_VOICES["alloy"], seed=1, **BALANCED))
+    for fmt in ("wav", "pcm", "flac", "mp3", "opus"):
+        response = client.audio.speech.create(model="omnivoice", voice="alloy", input=SAYING, response_format=fmt,
+                                              extra_body={"seed": 1})  # fmt: skip
+        audio = decode(response.content, fmt)
+        if fmt in ("wav", "pcm", "flac"):  # lossless: the runtime's samples exactly
+            np.testing.assert_array_equal(audio, expected)
+        else:  # lossy: the same length give or take the encoder's padding, and sound where the speech is
+            assert abs(len(audio) - len(expected)) < 0.1 * 24000, (fmt, len(audio), len(expected))
+            assert np.abs(audio).max() > 0.25 * np.abs(expected).max()
+        assert response.response.headers["x-seed"] == "1"
+
+
+def test_the_same_request_through_gradio_client_gives_the_same_audio(client, server):
+    """The voice names are voice-design instructs; the OpenAI door and the Gradio API share defaults."""
+    data = client.audio.speech.create(model="omnivoice", voice="onyx", input=SAYING, response_format="wav",
+                                      extra_body={"seed": 5, "language": "English"}).content  # fmt: skip
+    path, _ = Client(server, verbose=False).predict(SAYING, "English", OPENAI_VOICES["onyx"], "int4", seed=5,
+                                                    randomize_seed=False, api_name="/synthesize")  # fmt: skip
+    np.testing.assert_array_equal(decode(data, "wav"), sf.read(path, dtype="int16")[0])
+
+
+def test_a_long_text_streams_piece_by_piece(client, runtime):
+    expected = pcm(Speech.join(list(runtime.stream(LONG, seed=2, sentences=True, **BALANCED))))
+    pieces = []
+    with client.audio.speech.with_streaming_response.create(
+        model="omnivoice", voice="auto", input=LONG, response_format="wav", extra_body={"seed": 2, "sentences": True}
+    ) as response:
+        for chunk in response.iter_bytes():
+            pieces.append(chunk)
+    data = b"".join(pieces)
+    assert data[4:8] == b"\xff\xff\xff\xff" and data[40:44] == b"\xff\xff\xff\xff"  # sizes left open: streamed
+    np.testing.assert_array_equal(np.frombuffer(data[44:], np.int16), expected)
+
+    # Server-sent events: one delta per piece, then done.
+    events = []
+    with client.audio.speech.with_streaming_response.create(
+        model="omnivoice", voice="auto", input=LONG, response_format="pcm", stream_format="sse",
+        extra_body={"seed": 2, "sentences": True},
+    ) as response:  # fmt: skip
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                events.append(json.loads(line[6:]))
+    deltas = [e for e in events if e["type"] == "speech.audio.delta"]
+    assert len(deltas) > 1 and events[-1]["type"] == "speech.audio.done"
+    audio = b"".join(base64.b64decode(e["audio"]) for e in deltas)
+    np.testing.assert_array_equal(np.frombuffer(audio, np.int16), expected)
+
+
+def test_a_saved_voice_prompt_is_a_voice(client, runtime, saved_voices):
+    listed = {v["id"]: v["kind"] for v in client.get("/audio/voices", cast_to=object)["data"]}
+    assert listed["narrator"] == "saved" and listed["alloy"] == "design" and "not a voice" not in listed
+    data = client.audio.speech.create(model="omnivoice-int4", voice="narrator", input=SAYING, response_format="wav",
+                                      extra_body={"seed": 4}).content  # fmt: skip
+    expected = runtime.generate(SAYING, voice_prompt=str(saved_voices / "narrator.npz"), seed=4, **BALANCED)
+    np.testing.assert_array_equal(decode(data, "wav"), pcm(expected))
+
+
+def test_models_list_precisions_and_openai_names(client):
+    models = {m.id for m in client.models.list()}
+    assert {"omnivoice", "omnivoice-int4", "omnivoice-fp16", "tts-1", "tts-1-hd"} <= models
+    assert "omnivoice-cuda" not in models  # the tiny artifacts have no cuda profile
+
+
+@pytest.mark.parametrize(
+    ("fields", "error", "param", "words"),
+    [
+        ({"input": ""}, openai.BadRequestError, "input", "required"),
+        ({"input": "x" * 10_001}, openai.BadRequestError, None, "limit is 10000"),
+        ({"voice": "bob"}, openai.BadRequestError, "voice", "Unknown voice 'bob'"),
+        ({"response_format": "aac"}, openai.BadRequestError, "response_format", "this server writes wav"),
+        ({"model": "gpt-5"}, openai.NotFoundError, "model", "does not exist"),
+        ({"instructions": "Speak cheerfully"}, openai.BadRequestError, "instructions", "Valid English items"),
+        ({"speed": 50}, openai.BadRequestError, None, "speed must be in"),
+        ({"extra_body": {"language": "Klingon"}}, openai.BadRequestError, None, "Klingon"),
+    ],
+)
+def test_errors_in_openai_shape(client, fields, error, param, words):
+    request = {"model": "omnivoice", "voice": "alloy", "input": "Hi.", "response_format": "wav", **fields}
+    with pytest.raises(error) as caught:
+        client.audio.speech.create(**request)
+    body = caught.value.body
+    assert body["type"] in ("invalid_request_error",) and body["param"] == param, body
+    assert words in body["message"], body["message"]
+
+
+def test_the_key_is_required_when_set_and_bad_bodies_are_refused(server):
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=f"{server}/v1", api_key="wrong", max_retries=0).models.list()
+    assert httpx.get(f"{server}/v1/models").status_code == 401
+    headers = {"Authorization": f"Bearer {KEY}"}
+    response = httpx.post(f"{server}/v1/audio/speech", content=b"{not json", headers=headers)
+    assert response.status_code == 400 and "not valid JSON" in response.json()["error"]["message"]
+    response = httpx.post(f"{server}/v1/audio/speech", content=b"[" + b"1," * 600_000 + b"1]", headers=headers)
+    assert response.status_code == 413
+    assert urllib.request.urlopen(server).status == 200  # the page needs no key
+
+
+def test_mcp_lists_the_tools_and_synthesizes(server):
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    async def session():
+        async with streamablehttp_client(f"{server}/gradio_api/mcp/") as (read, write, _):
+            async with ClientSession(read, write) as mcp:
+                await mcp.initialize()
+                tools = {tool.name: tool for tool in (await mcp.list_tools()).tools}
+                result = await mcp.call_tool("synthesize", {"text": SAYING, "language": "English", "instruct": "female",
+                                                            "precision": "int4", "seed": 7, "randomize_seed": False})  # fmt: skip
+                return tools, result
+
+    tools, result = asyncio.run(session())
+    assert {"synthesize", "clone", "save_voice_prompt", "transcribe"} <= set(tools)
+    described = tools["synthesize"]
+    assert "10,000 characters" in described.inputSchema["properties"]["text"]["description"]
+    assert "wav" in described.description
+    text = " ".join(c.text for c in result.content)
+    assert not result.isError and "seed 7" in text, text
+    url = text[text.index("http") :].split("'")[0]
+    via_mcp = sf.read(io.BytesIO(httpx.get(url).content), dtype="int16")[0]
+    path, _ = Client(server, verbose=False).predict(SAYING, "English", "female", "int4", seed=7, randomize_seed=False,
+                                                    api_name="/synthesize")  # fmt: skip
+    np.testing.assert_array_equal(via_mcp, sf.read(path, dtype="int16")[0])
+
+
+def test_two_doors_share_one_line_in_order(client, server):
+    """Four callers, through the OpenAI door and gradio_client in turn, arriving while the first
+    is served: each gets its own audio, and they finish in the order they came."""
+    gradio = Client(server, verbose=False)
+
+    def through_openai(n):
+        data = client.audio.speech.create(model="tts-1-hd", voice="auto", input=LONG, response_format="wav",
+                                          extra_body={"seed": n, "language": "English"}).content  # fmt: skip
+        return decode(data, "wav")
+
+    def through_gradio(n):
+        path, _ = gradio.predict(LONG, "English", "", "int4", seed=n, randomize_seed=False, preset="best",
+                                 num_step=32, api_name="/synthesize")  # fmt: skip
+        return sf.read(path, dtype="int16")[0]
+
+    callers = [through_openai, through_gradio, through_openai, through_gradio]
+    alone = {n: callers[n](n) for n in range(len(callers))}  # each request's audio, made alone through its door
+    finished, results = [], {}
+
+    def call(n):
+        results[n] = callers[n](n)
+        finished.append(n)
+
+    threads = [threading.Thread(target=call, args=(n,)) for n in range(len(callers))]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.3)  # each arrives while the first is being served
+    for thread in threads:
+        thread.join(timeout=300)
+    assert finished == [0, 1, 2, 3]
+    for n, audio in results.items():
+        np.testing.assert_array_equal(audio, alone[n])
+
+
+def test_a_full_line_answers_busy(cpu_artifacts, tmp_path):
+    """With no room to wait (--max-waiting 0), a second request while one is served gets 429."""
+    with running_app(["--artifacts", str(cpu_artifacts), "--max-waiting", "0", "--asr-model", "none"],
+                     tmp_path / "busy.log", HF_HUB_OFFLINE="1") as url:  # fmt: skip
+        busy = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+        with busy.audio.speech.with_streaming_response.create(
+            model="tts-1-hd", voice="auto", input=LONG, response_format="pcm", extra_body={"sentences": True}
+        ) as first:
+            chunks = first.iter_bytes()
+            next(chunks)  # the first piece is out: it holds the line until its last piece
+            with pytest.raises(openai.RateLimitError) as caught:
+                busy.audio.speech.create(model="omnivoice", voice="alloy", input="Me too.")
+            assert "busy" in caught.value.body["message"] and caught.value.response.headers["retry-after"]
+            rest = b"".join(chunks)
+        assert len(rest) > 0
+        assert busy.audio.speech.create(model="omnivoice", voice="alloy", input="Now me.").content  # served again
+
+
+def test_without_a_key_the_endpoint_is_open(app_server):
+    """A public Space sets no OMNIVOICE_API_KEY: anyone may call it, as they may use the page."""
+    response = httpx.get(f"{app_server}/v1/audio/voices")
+    assert response.status_code == 200 and response.json()["data"][0]["id"] == "auto"
+
+
+def test_the_line_serves_in_order_and_turns_away_the_surplus():
+    line = Line(slots=1, max_waiting=2)
+    served, release = [], threading.Event()
+
+    def request(name, hold=False):
+        with line.turn():
+            if hold:
+                release.wait(10)
+            served.append(name)
+
+    threads = [threading.Thread(target=request, args=("first", True))]
+    threads[0].start()
+    for name in ("second", "third"):
+        waiting = line.waiting
+        threads.append(threading.Thread(target=request, args=(name,)))
+        threads[-1].start()
+        while line.waiting == waiting:  # in line now
+            time.sleep(0.01)
+    with pytest.raises(Busy, match="busy: 2 requests are waiting"):
+        with line.turn():
+            pass
+    release.set()
+    for thread in threads:
+        thread.join(10)
+    assert served == ["first", "second", "third"] and line.waiting == 0
+    with line.turn():  # the slot came back
+        pass
