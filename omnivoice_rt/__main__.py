@@ -1,8 +1,9 @@
-"""Command line: ``python -m omnivoice_rt {synthesize,roundtrip,prompt,eval,inspect} --help``.
+"""Command line: ``python -m omnivoice_rt {synthesize,batch,roundtrip,prompt,eval,inspect} --help``.
 
     python -m omnivoice_rt synthesize --model-dir artifacts --text "Hello." --output hello.wav
     python -m omnivoice_rt prompt --model-dir artifacts --ref-audio me.wav --ref-text "..." --output me.npz
     python -m omnivoice_rt synthesize --model-dir artifacts --voice-prompt me.npz --text "..." --output out.wav
+    python -m omnivoice_rt batch --model-dir artifacts --input items.jsonl --output-dir out/ --workers 2
     python -m omnivoice_rt roundtrip --model-dir artifacts --input in.wav --output out.wav
     python -m omnivoice_rt eval --mode rtf --model-dir artifacts
     python -m omnivoice_rt inspect onnx-community/OmniVoice-Onnx --precision int4
@@ -15,6 +16,7 @@ import logging
 import os
 import sys
 import time
+from pathlib import Path
 
 from omnivoice_rt.errors import REPORTED
 from omnivoice_rt.manifest import PROFILE_DIRS
@@ -63,6 +65,16 @@ def cmd_synthesize(args) -> int:
     print(f"{args.output}: {meta['frames']} frames, {meta['seconds']:.2f} s of audio in "
           f"{meta['timings']['total']:.2f} s, real-time factor {meta['rtf']:.3f} ({meta['precision']})")  # fmt: skip
     return 0
+
+
+def cmd_batch(args) -> int:
+    from omnivoice_rt.batch import RESULTS, run_batch
+
+    counts = run_batch(args.input, args.output_dir, args.model_dir, args.precision, workers=args.workers, ray=args.ray,
+                       threads=args.threads, show_progress=not args.quiet)  # fmt: skip
+    print(f"made {counts['made']}, skipped {counts['skipped']}, failed {counts['failed']}: "
+          f"{Path(args.output_dir) / RESULTS}")  # fmt: skip
+    return 1 if counts["failed"] else 0
 
 
 def cmd_roundtrip(args) -> int:
@@ -153,6 +165,17 @@ def parse_args(argv):
     syn.add_argument("--no-preprocess-prompt", dest="preprocess_prompt", action="store_false")
     syn.add_argument("--no-postprocess-output", dest="postprocess_output", action="store_false")
     syn.set_defaults(func=cmd_synthesize)
+
+    ba = sub.add_parser("batch", help="the items of a JSONL file to wav files, resumable; a pool or Ray for many")
+    common(ba)
+    ba.add_argument("--input", required=True, help="JSONL: one {id, text, options of synthesize...} per line")
+    ba.add_argument("--output-dir", required=True, help="OUT/<id>.wav and OUT/results.jsonl")
+    ba.add_argument("--workers", type=int, default=1,
+                    help="processes, each with its own model and cores/N threads (with --ray: actors)")  # fmt: skip
+    ba.add_argument("--ray", metavar="auto|local|HOST:PORT",
+                    help="run on a Ray cluster: this machine's (auto), a new one on this machine (local), or another")
+    ba.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    ba.set_defaults(func=cmd_batch)
 
     rt = sub.add_parser("roundtrip", help="codec only: wav -> codes -> wav")
     common(rt)

@@ -1,0 +1,261 @@
+"""Batch synthesis: the items of a JSONL file to ``OUT/<id>.wav``, in one process, a local pool
+of processes, or Ray actors, with the same audio in each.
+
+    python -m omnivoice_rt batch --input items.jsonl --output-dir out/ [--workers N] [--ray auto|ADDRESS]
+
+Each line is an object with ``id``, ``text`` and any of ``ITEM_OPTIONS``; relative paths
+(``voice_prompt``, ``ref_audio``) are relative to the input file. An item without a ``seed`` gets
+one from its id, so every run makes the same audio. A run is resumable: each wav is written under
+a temporary name and renamed, and carries the digest of what made it (text, options, the files'
+contents, precision) in its comment, so a rerun skips the items whose wav has the same digest and
+redoes the others. ``OUT/results.jsonl`` gets a line per item as it finishes and, at the end, one
+line per item of the input (made, skipped or failed, with its settings and timings, or the error).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import soundfile as sf
+
+from omnivoice_rt.errors import REPORTED
+from omnivoice_rt.formats import pcm16
+
+logger = logging.getLogger(__name__)
+
+ITEM_OPTIONS = {
+    "language", "instruct", "voice_prompt", "ref_audio", "ref_text", "seed", "num_step", "preset", "duration",
+    "speed", "guidance_scale", "t_shift", "denoise", "postprocess_output", "prompt_cache_refresh", "guidance_every",
+}  # fmt: skip
+FILE_OPTIONS = ("voice_prompt", "ref_audio")  # their contents are part of an item's digest
+ITEM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # becomes a file name
+DEFAULT_PRESET = "balanced"
+RESULTS = "results.jsonl"
+
+
+@dataclass
+class Item:
+    line: int  # in the input file
+    id: str
+    text: str
+    options: dict  # generate's arguments, the seed included
+    digest: str = ""  # what made it: a wav with this digest in its comment is this item's
+
+
+@dataclass
+class Record:
+    line: int  # in the input file
+    id: str
+    status: str  # made, skipped or failed
+    file: str | None = None
+    seconds: float | None = None  # of audio
+    time: float | None = None  # of work, in this run (or the run that made it)
+    rtf: float | None = None
+    settings: dict = field(default_factory=dict)
+    error: str | None = None
+
+
+# ----------------------------------------------------------------------------- items
+
+
+def read_items(path: str | Path, precision: str) -> tuple[list[Item], list[Record]]:
+    """The input's items, checked line by line; a bad line becomes a failed record, the rest go on."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such input file; give a JSONL file, one item per line")
+    items, failed, seen = [], [], set()
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        name = f"line-{number}"
+        try:
+            raw = json.loads(line)
+            if not isinstance(raw, dict):
+                raise ValueError("an item is a JSON object with 'id' and 'text'")
+            name = str(raw.get("id", name))
+            items.append(check_item(number, raw, seen, path.parent, precision))
+        except (ValueError, FileNotFoundError) as exc:
+            failed.append(Record(number, name, "failed", error=f"line {number}: {exc}"))
+    return items, failed
+
+
+def check_item(line: int, raw: dict, seen: set, folder: Path, precision: str) -> Item:
+    item_id, text = raw.get("id"), raw.get("text")
+    if not isinstance(item_id, str) or not ITEM_ID.fullmatch(item_id):
+        raise ValueError(f"'id' must be 1-128 letters, digits, '_', '.' or '-' (it names the wav), got {item_id!r}")
+    if item_id in seen:
+        raise ValueError(f"the id {item_id!r} is used by an earlier line; ids must be unique")
+    seen.add(item_id)
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("'text' is required: what to say")
+    unknown = set(raw) - ITEM_OPTIONS - {"id", "text"}
+    if unknown:
+        raise ValueError(f"unknown option(s) {', '.join(sorted(unknown))}; an item takes {', '.join(sorted(ITEM_OPTIONS))}")
+    options = {k: v for k, v in raw.items() if k in ITEM_OPTIONS and v is not None}
+    options["num_step"] = options.pop("preset", None) or options.get("num_step", DEFAULT_PRESET)
+    options.setdefault("seed", int(hashlib.sha256(item_id.encode()).hexdigest()[:8], 16) % 2**31)
+    contents = {}
+    for key in FILE_OPTIONS:
+        if key in options:
+            file = (folder / options[key]).resolve()
+            if not file.is_file():
+                raise FileNotFoundError(f"{key} {options[key]!r}: no such file (relative paths start at the input's folder)")
+            options[key] = str(file)
+            contents[key] = hashlib.sha256(file.read_bytes()).hexdigest()
+    settings = {k: v for k, v in options.items() if k not in FILE_OPTIONS}  # files by their contents, not paths
+    made_of = {"text": text, "precision": precision, "options": settings, "files": contents}
+    digest = hashlib.sha256(json.dumps(made_of, sort_keys=True).encode()).hexdigest()
+    return Item(line, item_id, text, options, digest)
+
+
+def made_by(path: Path) -> str | None:
+    """The digest in a finished wav's comment (None if there is no such wav)."""
+    try:
+        with sf.SoundFile(path) as wav:
+            return wav.comment or None
+    except (OSError, RuntimeError, sf.LibsndfileError):
+        return None
+
+
+# ----------------------------------------------------------------------------- one synthesizer
+
+
+class Synthesizer:
+    """One loaded model; turns an item into (record, wav bytes). Every mode runs items through one."""
+
+    def __init__(self, source, precision: str = "int4", threads: int | None = None):
+        from omnivoice_rt.model import OmniVoiceONNX
+
+        self.precision = precision
+        self.voice = OmniVoiceONNX.load(source, precision, threads=threads)
+
+    def __call__(self, item: Item) -> tuple[Record, bytes | None]:
+        settings = {**item.options, "precision": self.precision}
+        started = time.perf_counter()
+        try:
+            speech = self.voice.generate(item.text, **item.options)
+        except REPORTED as exc:
+            return Record(item.line, item.id, "failed", settings=settings, error=str(exc)), None
+        took = time.perf_counter() - started
+        buffer = io.BytesIO()
+        with sf.SoundFile(buffer, "w", speech.sample_rate, 1, "PCM_16", format="WAV") as wav:
+            wav.comment = item.digest
+            wav.write(pcm16(speech.waveform))  # as every door writes 16-bit samples
+        record = Record(item.line, item.id, "made", f"{item.id}.wav", round(speech.seconds, 3), round(took, 3),
+                        round(took / max(speech.seconds, 1e-9), 3), settings)  # fmt: skip
+        return record, buffer.getvalue()
+
+
+_worker: Synthesizer | None = None  # a pool process's own model
+
+
+def _start_worker(source, precision, threads) -> None:
+    global _worker
+    _worker = Synthesizer(source, precision, threads)
+
+
+def _run_in_worker(item: Item):
+    return _worker(item)
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+def run_batch(input_path, output_dir, source=None, precision: str = "int4", workers: int = 1, ray: str | None = None,
+              threads: int | None = None, show_progress: bool = True) -> dict:  # fmt: skip
+    """Make every item of ``input_path`` not already made; returns the counts {made, skipped, failed}."""
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in out.glob(".*.tmp"):  # what a killed run was writing
+        stale.unlink(missing_ok=True)
+    items, records = read_items(input_path, precision)
+    earlier = previous_records(out / RESULTS)
+    todo = []
+    for item in items:
+        if made_by(out / f"{item.id}.wav") == item.digest:
+            kept = earlier.get(item.id) or Record(item.line, item.id, "made", f"{item.id}.wav", settings=item.options)
+            records.append(Record(**{**asdict(kept), "line": item.line, "status": "skipped", "error": None}))
+        else:
+            todo.append(item)
+    todo.sort(key=lambda item: len(item.text), reverse=True)  # the longest first: the workers finish together
+    logger.info("%d items: %d to make, %d already made, %d bad lines", len(items), len(todo),
+                sum(r.status == "skipped" for r in records), sum(r.status == "failed" for r in records))  # fmt: skip
+    with open(out / RESULTS, "a", encoding="utf-8") as log:
+        for record in records:
+            log.write(json.dumps(asdict(record)) + "\n")
+        for record, data in progress_bar(results(todo, source, precision, workers, ray, threads), len(todo), show_progress):
+            if data is not None:
+                write_atomically(out / f"{record.id}.wav", data)
+            log.write(json.dumps(asdict(record)) + "\n")
+            log.flush()
+            records.append(record)
+    records.sort(key=lambda record: record.line)  # one line per input line, in the input's order
+    write_atomically(out / RESULTS, "".join(json.dumps(asdict(r)) + "\n" for r in records).encode())
+    return {status: sum(r.status == status for r in records) for status in ("made", "skipped", "failed")}
+
+
+def results(items: list[Item], source, precision, workers: int, ray: str | None, threads) -> Iterator:
+    """(record, wav bytes) for each item, as they finish: here, in a process pool, or on Ray."""
+    if not items:
+        return iter(())
+    if ray:
+        from omnivoice_rt.batch_ray import ray_results
+
+        return ray_results(items, source, precision, workers, ray, threads)
+    if workers <= 1:
+        synthesize = Synthesizer(source, precision, threads)
+        return (synthesize(item) for item in items)
+    return pool_results(items, source, precision, workers, threads)
+
+
+def pool_results(items, source, precision, workers: int, threads) -> Iterator:
+    """N processes, each with its model loaded once and cores / N threads."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    threads = threads or max(1, (os.cpu_count() or 1) // workers)
+    context = multiprocessing.get_context("spawn")  # no model or ONNX Runtime state is forked
+    with ProcessPoolExecutor(workers, context, _start_worker, (source, precision, threads)) as pool:
+        for future in as_completed([pool.submit(_run_in_worker, item) for item in items]):
+            yield future.result()
+
+
+def previous_records(path: Path) -> dict[str, Record]:
+    """The last record of each id in an earlier run's results (made ones only)."""
+    found = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = Record(**json.loads(line))
+            except (ValueError, TypeError):
+                continue  # a line cut short by a killed run
+            if record.status == "made":
+                found[record.id] = record
+    return found
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """A temporary file beside ``path``, then a rename: a killed run leaves no half-written file."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(temporary, "wb") as file:
+        file.write(data)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temporary, path)
+
+
+def progress_bar(results: Iterable, total: int, show: bool) -> Iterable:
+    if not show or total == 0:
+        return results
+    from tqdm import tqdm
+
+    return tqdm(results, total=total, unit="item", desc="batch")

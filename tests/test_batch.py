@@ -1,0 +1,158 @@
+"""Batch synthesis (``python -m omnivoice_rt batch``): one process, a local pool and a Ray cluster
+on loopback give the same audio; a killed run resumes; bad lines are reported and skipped."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from omnivoice_build.equivalence import write_reference
+from omnivoice_rt.batch import RESULTS, made_by, run_batch
+from omnivoice_rt.model import OmniVoiceONNX
+from tests.conftest import ROOT, free_port
+
+GOOD = [
+    {"id": "plain", "text": "A plain sentence, made by the batch."},
+    {"id": "designed", "text": "A designed voice says this.", "instruct": "female, low pitch", "seed": 11},
+    {"id": "prompted", "text": "The saved voice says this.", "voice_prompt": "voice.npz", "preset": "fast"},
+    {"id": "cloned", "text": "The reference says this.", "ref_audio": "ref.wav", "ref_text": "This is the reference.",
+     "speed": 1.2},
+    {"id": "fixed.length", "text": "Two seconds exactly.", "duration": 2.0, "num_step": 8, "language": "en"},
+]  # fmt: skip
+BAD = [
+    '{"id": "empty", "text": "  "}',
+    '{"id": "missing", "text": "Hi.", "voice_prompt": "nowhere.npz"}',
+    '{"id": "typo", "text": "Hi.", "instructs": "male"}',
+    '{"id": "../escape", "text": "Hi."}',
+    "not json at all",
+    '{"id": "plain", "text": "The same id twice."}',
+    '{"id": "klingon", "text": "Hi.", "language": "Klingon"}',
+]
+
+
+@pytest.fixture(scope="module")
+def items(cpu_artifacts, tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("batch-input")
+    write_reference(str(folder / "ref.wav"))
+    voice = OmniVoiceONNX.load(cpu_artifacts, "int4")
+    voice.create_voice_prompt(str(folder / "ref.wav"), "This is the reference.").save(folder / "voice.npz")
+    good = [json.dumps(item) for item in GOOD]
+    (folder / "items.jsonl").write_text("\n".join(good[:3] + BAD[:4] + good[3:] + BAD[4:]) + "\n")
+    return folder / "items.jsonl"
+
+
+@pytest.fixture(scope="module")
+def single(items, cpu_artifacts, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("batch-single")
+    counts = run_batch(items, out, cpu_artifacts, "int4", workers=1, show_progress=False)
+    assert counts == {"made": len(GOOD), "skipped": 0, "failed": len(BAD)}
+    return out
+
+
+def samples(folder: Path) -> dict[str, np.ndarray]:
+    return {path.stem: sf.read(path, dtype="int16")[0] for path in sorted(folder.glob("*.wav"))}
+
+
+def test_one_process_makes_each_item_as_generate_does(single, items, cpu_artifacts):
+    made = samples(single)
+    assert set(made) == {item["id"] for item in GOOD}
+    voice = OmniVoiceONNX.load(cpu_artifacts, "int4")
+    expected = voice.generate("A designed voice says this.", instruct="female, low pitch", seed=11, num_step="balanced")
+    np.testing.assert_array_equal(made["designed"], np.round(np.clip(expected.waveform, -1, 1) * 32767).astype(np.int16))
+    assert len(made["fixed.length"]) == 2 * 24000 + 2 * 2400  # 2 s and its padding
+
+    records = [json.loads(line) for line in (single / RESULTS).read_text().splitlines()]
+    assert len(records) == len(GOOD) + len(BAD)  # one line per input line, in the input's order
+    assert [r["line"] for r in records] == list(range(1, len(records) + 1))
+    by_id = {r["id"]: r for r in records if r["status"] == "made"}
+    assert set(by_id) == {item["id"] for item in GOOD}
+    assert by_id["prompted"]["settings"]["num_step"] == "fast" and by_id["plain"]["rtf"] > 0
+    failed = [r for r in records if r["status"] == "failed"]
+    assert len(failed) == len(BAD)
+    messages = " | ".join(r["error"] for r in failed)
+    for words in ("'text' is required", "nowhere.npz", "unknown option(s) instructs", "'id' must be",
+                  "Expecting value", "used by an earlier line", "Klingon"):  # fmt: skip
+        assert words in messages, (words, messages)
+
+
+def test_a_pool_of_two_gives_the_same_audio(single, items, cpu_artifacts, tmp_path):
+    counts = run_batch(items, tmp_path, cpu_artifacts, "int4", workers=2, show_progress=False)
+    assert counts == {"made": len(GOOD), "skipped": 0, "failed": len(BAD)}
+    expected = samples(single)
+    for name, audio in samples(tmp_path).items():
+        np.testing.assert_array_equal(audio, expected[name])
+
+
+def test_ray_on_a_local_cluster_gives_the_same_audio(single, items, cpu_artifacts, tmp_path):
+    pytest.importorskip("ray")
+    port = free_port()
+    environment = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    ray = [sys.executable, "-m", "ray.scripts.scripts"]
+    subprocess.run([*ray, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port), "--num-cpus", "2",
+                    "--include-dashboard", "false", "--disable-usage-stats"], check=True, env=environment,
+                   capture_output=True, timeout=180)  # fmt: skip
+    try:
+        run = subprocess.run([sys.executable, "-m", "omnivoice_rt", "batch", "--model-dir", str(cpu_artifacts),
+                              "--input", str(items), "--output-dir", str(tmp_path), "--workers", "2",
+                              "--ray", f"127.0.0.1:{port}"], cwd=ROOT, env=environment, capture_output=True,
+                             text=True, timeout=600)  # fmt: skip
+    finally:
+        subprocess.run([*ray, "stop", "--force"], env=environment, capture_output=True, timeout=120)
+    assert run.returncode == 1, run.stderr  # some lines failed
+    assert f"made {len(GOOD)}, skipped 0, failed {len(BAD)}" in run.stdout, run.stdout + run.stderr
+    expected = samples(single)
+    made = samples(tmp_path)
+    assert set(made) == set(expected)
+    for name, audio in made.items():
+        np.testing.assert_array_equal(audio, expected[name])
+
+
+def test_a_killed_run_resumes_and_makes_each_item_once(single, items, cpu_artifacts, tmp_path):
+    command = [sys.executable, "-m", "omnivoice_rt", "batch", "--model-dir", str(cpu_artifacts), "--input", str(items),
+               "--output-dir", str(tmp_path)]  # fmt: skip
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while len(list(tmp_path.glob("*.wav"))) < 2 and process.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    first = {path.stem for path in tmp_path.glob("*.wav")}
+    assert 2 <= len(first) < len(GOOD), "the run was to be killed half-way"
+    for path in tmp_path.glob("*.wav"):  # what is there is whole: written under another name, then renamed
+        assert made_by(path) and sf.info(path).frames > 0
+
+    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert f"made {len(GOOD) - len(first)}, skipped {len(first)}, failed {len(BAD)}" in run.stdout, run.stdout + run.stderr
+    assert not list(tmp_path.glob(".*.tmp"))
+    expected = samples(single)
+    assert set(samples(tmp_path)) == set(expected)
+    for name, audio in samples(tmp_path).items():
+        np.testing.assert_array_equal(audio, expected[name])
+    records = [json.loads(line) for line in (tmp_path / RESULTS).read_text().splitlines()]
+    assert len(records) == len(GOOD) + len(BAD)
+    assert {r["id"] for r in records if r["status"] == "skipped"} == first
+
+
+def test_a_rerun_redoes_only_what_changed(single, items, cpu_artifacts, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(single, out)
+    again = run_batch(items, out, cpu_artifacts, "int4", show_progress=False)
+    assert again == {"made": 0, "skipped": len(GOOD), "failed": len(BAD)}
+    changed = tmp_path / "items.jsonl"
+    for name in ("ref.wav", "voice.npz"):
+        shutil.copy(items.parent / name, tmp_path / name)
+    lines = items.read_text().replace("A plain sentence", "A changed sentence")
+    changed.write_text(lines)
+    write_reference(str(tmp_path / "ref.wav"), seconds=2.0)  # the cloned item's reference changed too
+    counts = run_batch(changed, out, cpu_artifacts, "int4", show_progress=False)
+    assert counts == {"made": 2, "skipped": len(GOOD) - 2, "failed": len(BAD)}
