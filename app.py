@@ -476,6 +476,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mcp", action="store_true", default=os.environ.get("GRADIO_MCP_SERVER", "").lower() == "true",
                         help="serve the tools over MCP at /gradio_api/mcp (env GRADIO_MCP_SERVER=true)")  # fmt: skip
     args = parser.parse_args(argv)
+    if not 0 <= args.max_waiting <= 1000 or args.concurrency < 1:
+        parser.error("--max-waiting takes 0 to 1000 requests and --concurrency at least 1")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     import uvicorn
 

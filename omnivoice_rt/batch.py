@@ -14,6 +14,7 @@ line per item of the input (made, skipped or failed, with its settings and timin
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -29,13 +30,19 @@ import soundfile as sf
 
 from omnivoice_rt.errors import REPORTED
 from omnivoice_rt.formats import pcm16
+from omnivoice_rt.model import PRESETS
 
 logger = logging.getLogger(__name__)
 
+# An item's options and the JSON types each takes (bool is not a number here).
 ITEM_OPTIONS = {
-    "language", "instruct", "voice_prompt", "ref_audio", "ref_text", "seed", "num_step", "preset", "duration",
-    "speed", "guidance_scale", "t_shift", "denoise", "postprocess_output", "prompt_cache_refresh", "guidance_every",
+    "language": str, "instruct": str, "voice_prompt": str, "ref_audio": str, "ref_text": str, "seed": int,
+    "num_step": (int, str), "preset": str, "duration": (int, float), "speed": (int, float),
+    "guidance_scale": (int, float), "t_shift": (int, float), "denoise": bool, "postprocess_output": bool,
+    "prompt_cache_refresh": int, "guidance_every": int,
 }  # fmt: skip
+KIND_NAMES = {str: "a string", int: "a whole number", bool: "true or false", (int, float): "a number",
+              (int, str): "a number of steps or a preset name"}  # fmt: skip
 FILE_OPTIONS = ("voice_prompt", "ref_audio")  # their contents are part of an item's digest
 ITEM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # becomes a file name
 DEFAULT_PRESET = "balanced"
@@ -57,6 +64,7 @@ class Record:
     id: str
     status: str  # made, skipped or failed
     file: str | None = None
+    digest: str | None = None  # of what made the file
     seconds: float | None = None  # of audio
     time: float | None = None  # of work, in this run (or the run that made it)
     rtf: float | None = None
@@ -67,8 +75,9 @@ class Record:
 # ----------------------------------------------------------------------------- items
 
 
-def read_items(path: str | Path, precision: str) -> tuple[list[Item], list[Record]]:
-    """The input's items, checked line by line; a bad line becomes a failed record, the rest go on."""
+def read_items(path: str | Path, precision: str, model: str = "") -> tuple[list[Item], list[Record]]:
+    """The input's items, checked line by line; a bad line becomes a failed record, the rest go on.
+    ``model`` identifies the artifacts (see :func:`model_identity`); it is part of every digest."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such input file; give a JSONL file, one item per line")
@@ -82,26 +91,32 @@ def read_items(path: str | Path, precision: str) -> tuple[list[Item], list[Recor
             if not isinstance(raw, dict):
                 raise ValueError("an item is a JSON object with 'id' and 'text'")
             name = str(raw.get("id", name))
-            items.append(check_item(number, raw, seen, path.parent, precision))
+            items.append(check_item(number, raw, seen, path.parent, f"{model}:{precision}"))
         except (ValueError, FileNotFoundError) as exc:
             failed.append(Record(number, name, "failed", error=f"line {number}: {exc}"))
     return items, failed
 
 
-def check_item(line: int, raw: dict, seen: set, folder: Path, precision: str) -> Item:
+def check_item(line: int, raw: dict, seen: set, folder: Path, model: str) -> Item:
     item_id, text = raw.get("id"), raw.get("text")
     if not isinstance(item_id, str) or not ITEM_ID.fullmatch(item_id):
         raise ValueError(f"'id' must be 1-128 letters, digits, '_', '.' or '-' (it names the wav), got {item_id!r}")
-    if item_id in seen:
-        raise ValueError(f"the id {item_id!r} is used by an earlier line; ids must be unique")
-    seen.add(item_id)
+    if item_id.casefold() in seen:  # a.wav and A.wav are one file on some file systems
+        raise ValueError(f"the id {item_id!r} is used by an earlier line (ids must be unique, whatever their case)")
+    seen.add(item_id.casefold())
     if not isinstance(text, str) or not text.strip():
         raise ValueError("'text' is required: what to say")
-    unknown = set(raw) - ITEM_OPTIONS - {"id", "text"}
+    unknown = set(raw) - set(ITEM_OPTIONS) - {"id", "text"}
     if unknown:
         raise ValueError(f"unknown option(s) {', '.join(sorted(unknown))}; an item takes {', '.join(sorted(ITEM_OPTIONS))}")
     options = {k: v for k, v in raw.items() if k in ITEM_OPTIONS and v is not None}
+    for key, value in options.items():
+        kinds = ITEM_OPTIONS[key]
+        if isinstance(value, bool) != (kinds is bool) or not isinstance(value, kinds):
+            raise ValueError(f"{key} must be {KIND_NAMES[kinds]}, got {value!r}")
     options["num_step"] = options.pop("preset", None) or options.get("num_step", DEFAULT_PRESET)
+    if isinstance(options["num_step"], str) and options["num_step"] not in PRESETS:
+        raise ValueError(f"unknown preset {options['num_step']!r}; choose one of {', '.join(PRESETS)}")
     options.setdefault("seed", int(hashlib.sha256(item_id.encode()).hexdigest()[:8], 16) % 2**31)
     contents = {}
     for key in FILE_OPTIONS:
@@ -112,9 +127,23 @@ def check_item(line: int, raw: dict, seen: set, folder: Path, precision: str) ->
             options[key] = str(file)
             contents[key] = hashlib.sha256(file.read_bytes()).hexdigest()
     settings = {k: v for k, v in options.items() if k not in FILE_OPTIONS}  # files by their contents, not paths
-    made_of = {"text": text, "precision": precision, "options": settings, "files": contents}
+    bundle = PRESETS.get(options["num_step"]) if isinstance(options["num_step"], str) else None
+    made_of = {"text": text, "model": model, "options": settings, "preset": bundle, "files": contents}
     digest = hashlib.sha256(json.dumps(made_of, sort_keys=True).encode()).hexdigest()
     return Item(line, item_id, text, options, digest)
+
+
+def model_identity(source, precision: str) -> str:
+    """What names the model in a digest: a folder's manifest (its files' sizes and hashes) or a
+    Hub repo's id (a new upload of the same repo is not noticed: pass --model-dir REPO@REVISION's
+    folder, or delete the outputs, to redo)."""
+    from omnivoice_rt.hub import DEFAULT_REPO
+
+    if source and Path(source).is_dir():
+        manifest = Path(source) / "omnivoice_manifest.json"
+        listing = manifest.read_bytes() if manifest.is_file() else str(Path(source).resolve()).encode()
+        return hashlib.sha256(listing).hexdigest()
+    return str(source or os.environ.get("OMNIVOICE_REPO") or DEFAULT_REPO)
 
 
 def made_by(path: Path) -> str | None:
@@ -145,13 +174,16 @@ class Synthesizer:
             speech = self.voice.generate(item.text, **item.options)
         except REPORTED as exc:
             return Record(item.line, item.id, "failed", settings=settings, error=str(exc)), None
+        except Exception as exc:  # noqa: BLE001 - one item's failure must not end the batch; the log has the trace
+            logger.exception("item %s failed", item.id)
+            return Record(item.line, item.id, "failed", settings=settings, error=f"{type(exc).__name__}: {exc}"), None
         took = time.perf_counter() - started
         buffer = io.BytesIO()
         with sf.SoundFile(buffer, "w", speech.sample_rate, 1, "PCM_16", format="WAV") as wav:
             wav.comment = item.digest
             wav.write(pcm16(speech.waveform))  # as every door writes 16-bit samples
-        record = Record(item.line, item.id, "made", f"{item.id}.wav", round(speech.seconds, 3), round(took, 3),
-                        round(took / max(speech.seconds, 1e-9), 3), settings)  # fmt: skip
+        record = Record(item.line, item.id, "made", f"{item.id}.wav", item.digest, round(speech.seconds, 3),
+                        round(took, 3), round(took / max(speech.seconds, 1e-9), 3), settings)  # fmt: skip
         return record, buffer.getvalue()
 
 
@@ -175,14 +207,20 @@ def run_batch(input_path, output_dir, source=None, precision: str = "int4", work
     """Make every item of ``input_path`` not already made; returns the counts {made, skipped, failed}."""
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    with exclusive(out):
+        return _run_batch(input_path, out, source, precision, workers, ray, threads, show_progress)
+
+
+def _run_batch(input_path, out: Path, source, precision, workers, ray, threads, show_progress) -> dict:
     for stale in out.glob(".*.tmp"):  # what a killed run was writing
         stale.unlink(missing_ok=True)
-    items, records = read_items(input_path, precision)
+    items, records = read_items(input_path, precision, model_identity(source, precision))
     earlier = previous_records(out / RESULTS)
     todo = []
     for item in items:
         if made_by(out / f"{item.id}.wav") == item.digest:
-            kept = earlier.get(item.id) or Record(item.line, item.id, "made", f"{item.id}.wav", settings=item.options)
+            kept = earlier.get((item.id, item.digest))
+            kept = kept or Record(item.line, item.id, "made", f"{item.id}.wav", item.digest, settings=item.options)
             records.append(Record(**{**asdict(kept), "line": item.line, "status": "skipped", "error": None}))
         else:
             todo.append(item)
@@ -221,16 +259,22 @@ def pool_results(items, source, precision, workers: int, threads) -> Iterator:
     """N processes, each with its model loaded once and cores / N threads."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
 
     threads = threads or max(1, (os.cpu_count() or 1) // workers)
     context = multiprocessing.get_context("spawn")  # no model or ONNX Runtime state is forked
     with ProcessPoolExecutor(workers, context, _start_worker, (source, precision, threads)) as pool:
-        for future in as_completed([pool.submit(_run_in_worker, item) for item in items]):
-            yield future.result()
+        futures = {pool.submit(_run_in_worker, item): item for item in items}
+        for future in as_completed(futures):
+            try:
+                yield future.result()
+            except BrokenProcessPool as exc:  # a worker died (out of memory, killed): its items fail, and say why
+                item = futures[future]
+                yield Record(item.line, item.id, "failed", error=f"the worker process died ({exc})"), None
 
 
-def previous_records(path: Path) -> dict[str, Record]:
-    """The last record of each id in an earlier run's results (made ones only)."""
+def previous_records(path: Path) -> dict[tuple, Record]:
+    """The last record of each (id, digest) made in an earlier run, from its results."""
     found = {}
     if path.is_file():
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -238,9 +282,22 @@ def previous_records(path: Path) -> dict[str, Record]:
                 record = Record(**json.loads(line))
             except (ValueError, TypeError):
                 continue  # a line cut short by a killed run
-            if record.status == "made":
-                found[record.id] = record
+            if record.status in ("made", "skipped") and record.digest:
+                found[(record.id, record.digest)] = record
     return found
+
+
+@contextlib.contextmanager
+def exclusive(out: Path):
+    """One run per output folder at a time (an advisory lock on OUT/.lock)."""
+    import fcntl
+
+    with open(out / ".lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ValueError(f"another batch run is writing to {out}; wait for it, or use another --output-dir") from None
+        yield
 
 
 def write_atomically(path: Path, data: bytes) -> None:

@@ -19,18 +19,22 @@ import hmac
 import json
 import logging
 import re
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from omnivoice_rt.errors import ArtifactError, Busy, Cancelled, SynthesisError
 from omnivoice_rt.formats import FORMATS, AudioWriter, available_formats
-from omnivoice_rt.model import PRESETS
-from omnivoice_rt.text import resolve_instruct
+from omnivoice_rt.limits import MAX_SPEED
+from omnivoice_rt.model import PRESETS, check_text
+from omnivoice_rt.text import resolve_instruct, resolve_language
+from omnivoice_rt.voice_prompt import VoicePrompt
 from space.serving import APP_PRESET, DEFAULTS, Voices, resolve_seed, settings_kwargs
 
 logger = logging.getLogger(__name__)
@@ -118,6 +122,8 @@ class OpenAIDoor:
             raise FileNotFoundError(f"--voices {self.voice_dir}: no such folder; create it, or leave --voices out")
         self.api_key = api_key or None
         self.formats = available_formats()
+        # Threads for the requests waiting in the line or being served; past it a request waits without one.
+        self.waiting_threads = anyio.CapacityLimiter(voices.line.max_waiting + voices.line.slots + 1)
 
     # ------------------------------------------------------------------ tables
 
@@ -143,6 +149,10 @@ class OpenAIDoor:
         text = body.get("input")
         if not isinstance(text, str) or not text.strip():
             raise ApiError(400, "'input' is required: the text to speak, a non-empty string.", param="input")
+        try:
+            text = check_text(text)  # before the line: a request that cannot run does not wait for its turn
+        except ValueError as exc:
+            raise ApiError(400, str(exc), param="input") from exc
         model = body.get("model") or MODEL
         models = self.models()
         if model not in models:
@@ -174,63 +184,28 @@ class OpenAIDoor:
         except ValueError as exc:
             raise ApiError(400, f"'instructions' are voice-design items here. {exc}", param="instructions") from exc
         speed, seed = body.get("speed", 1.0), body.get("seed")
-        if not isinstance(speed, (int, float)) or isinstance(speed, bool):
-            raise ApiError(400, "'speed' must be a number (1.0 is normal).", param="speed")
+        if not isinstance(speed, (int, float)) or isinstance(speed, bool) or not 0 < speed <= MAX_SPEED:
+            raise ApiError(400, f"'speed' must be a number in (0, {MAX_SPEED:g}] (1.0 is normal), got {speed!r}.",
+                           param="speed")  # fmt: skip
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63):
             raise ApiError(400, "'seed' must be a non-negative integer.", param="seed")
         language = body.get("language")
-        if language is not None and not isinstance(language, str):
-            raise ApiError(400, "'language' must be a language name or code, such as 'en'.", param="language")
+        try:
+            if language is not None and not isinstance(language, str):
+                raise ValueError("'language' must be a language name or code, such as 'en'.")
+            resolve_language(language)
+        except ValueError as exc:
+            raise ApiError(400, str(exc), param="language") from exc
+        if voice in saved:
+            try:
+                VoicePrompt.load(saved[voice])
+            except (ValueError, OSError) as exc:
+                raise ApiError(400, f"The saved voice {voice!r} cannot be used: {exc}", param="voice") from exc
         return SpeechRequest(
             text=text, precision=precision, preset=preset, voice=voice, instruct=instruct,
             voice_prompt=saved.get(voice), response_format=fmt, speed=float(speed), sse=stream_format == "sse",
             seed=resolve_seed(seed, seed is None), language=language or None, sentences=bool(body.get("sentences")),
         )  # fmt: skip
-
-    def start(self, request: SpeechRequest) -> tuple[Iterator, contextlib.ExitStack]:
-        """Load, wait in line, check the request against the model, and make the first piece, so
-        that every error before the first byte gets its status code. Returns the pieces (the
-        first one included) and what to close when the last is sent (the turn in the line)."""
-        settings = settings_kwargs(PRESETS[request.preset]["num_step"], DEFAULTS["guidance"], request.speed,
-                                   preset=request.preset)  # fmt: skip
-        job = dict(text=request.text, language=request.language, instruct=request.instruct, seed=request.seed,
-                   voice_prompt=str(request.voice_prompt) if request.voice_prompt else None, **settings)  # fmt: skip
-        stack = contextlib.ExitStack()
-        try:
-            voice, job, _ = stack.enter_context(self.voices.prepared(request.precision, job))
-            pieces = voice.stream(sentences=request.sentences, **job)
-            first = next(pieces)
-        except BaseException as exc:
-            stack.close()
-            param = "voice" if request.voice_prompt and isinstance(exc, (ValueError, FileNotFoundError)) else None
-            raise api_error(exc, param) from exc
-
-        def all_pieces():
-            yield first
-            yield from pieces
-
-        return all_pieces(), stack
-
-    def body(self, request: SpeechRequest, pieces: Iterator, stack: contextlib.ExitStack) -> Iterator[bytes]:
-        """The response's bytes as the pieces come; the turn in the line ends with the last one."""
-        try:
-            writer = None
-            for piece in pieces:
-                if writer is None:  # one piece is a whole file; several stream as they are made
-                    writer = AudioWriter(request.response_format, piece.sample_rate, piece.metadata["pieces"] > 1)
-                yield from framed(writer.write(piece.waveform), request.sse)
-            yield from framed(writer.close(), request.sse)
-            if request.sse:
-                yield sse_event({"type": "speech.audio.done", "usage": {"input_tokens": len(request.text),
-                                 "output_tokens": 0, "total_tokens": len(request.text)}})  # fmt: skip
-        except Cancelled:
-            logger.info("a /v1/audio/speech client went away")
-        except Exception as exc:  # noqa: BLE001 - the status is sent; the stream ends early and the log says why
-            logger.error("/v1/audio/speech failed after its first piece: %s", exc)
-            if request.sse:
-                yield sse_event({"type": "error", "error": {"message": str(api_error(exc).message)}})
-        finally:
-            stack.close()
 
     def check_key(self, request: Request) -> None:
         if self.api_key is None:
@@ -248,12 +223,10 @@ class OpenAIDoor:
         @router.post("/audio/speech")
         async def speech(request: Request):
             self.check_key(request)
-            body = await read_json(request)
-            checked = self.parse(body)
-            pieces, stack = await run_in_threadpool(self.start, checked)
-            media_type = "text/event-stream" if checked.sse else FORMATS[checked.response_format][0]
-            return StreamingResponse(self.body(checked, pieces, stack), media_type=media_type,
-                                     headers={"X-Seed": str(checked.seed)})  # fmt: skip
+            job = SpeechJob(self.voices, self.parse(await read_json(request)))
+            # Waiting for a turn holds a thread: these come from the door's own pool, never Gradio's.
+            await anyio.to_thread.run_sync(job.start, limiter=self.waiting_threads)
+            return SpeechResponse(job)
 
         @router.get("/models")
         async def models(request: Request):
@@ -275,7 +248,100 @@ class OpenAIDoor:
 
     def install(self, app: FastAPI) -> None:
         app.include_router(self.router())
-        app.add_exception_handler(ApiError, lambda _request, exc: exc.response())
+        async def handler(_request, exc: ApiError):
+            return exc.response()
+
+        app.add_exception_handler(ApiError, handler)
+
+
+class SpeechJob:
+    """One request's synthesis: ``start`` loads, waits for a turn and makes the first piece (so
+    every error before the first byte gets its status); ``chunks`` sends the audio; ``close``
+    ends it, however the response ends. The turn in the line is held from ``start`` to ``close``."""
+
+    def __init__(self, voices: Voices, request: SpeechRequest):
+        self.voices, self.request = voices, request
+        self.stopped = threading.Event()  # the client went away: the synthesis stops at its next step
+        self.ahead = 0  # requests ahead in the line when this one arrived
+        self._stack = contextlib.ExitStack()
+        self._pieces: Iterator | None = None
+        self._first = None
+        self._chunks: Iterator[bytes] | None = None
+
+    def start(self) -> None:
+        request = self.request
+        settings = settings_kwargs(PRESETS[request.preset]["num_step"], DEFAULTS["guidance"], request.speed,
+                                   preset=request.preset)  # fmt: skip
+        job = dict(text=request.text, language=request.language, instruct=request.instruct, seed=request.seed,
+                   voice_prompt=str(request.voice_prompt) if request.voice_prompt else None, **settings)  # fmt: skip
+        try:
+            prepared = self.voices.prepared(request.precision, job, on_wait=self._waiting)
+            voice, job, _ = self._stack.enter_context(prepared)
+            self._pieces = voice.stream(sentences=request.sentences, should_stop=self.stopped.is_set, **job)
+            self._first = next(self._pieces)
+        except BaseException as exc:
+            self._stack.close()
+            raise api_error(exc) from exc
+
+    def _waiting(self, ahead: int) -> None:
+        self.ahead = ahead
+
+    def chunks(self) -> Iterator[bytes]:
+        """The response's bytes as the pieces come (one piece: a whole file; several: streamed)."""
+        request, sse = self.request, self.request.sse
+        try:
+            writer = None
+            for piece in self._all_pieces():
+                if writer is None:
+                    writer = AudioWriter(request.response_format, piece.sample_rate, piece.metadata["pieces"] > 1)
+                yield from framed(writer.write(piece.waveform), sse)
+            yield from framed(writer.close(), sse)
+            if sse:
+                yield sse_event({"type": "speech.audio.done", "usage": {"input_tokens": len(request.text),
+                                 "output_tokens": 0, "total_tokens": len(request.text)}})  # fmt: skip
+        except Cancelled:
+            logger.info("a /v1/audio/speech client went away; its synthesis stopped")
+        except Exception as exc:  # noqa: BLE001 - the status is sent; the stream ends early and the log says why
+            logger.error("/v1/audio/speech failed after its first piece: %s", exc)
+            if sse:
+                yield sse_event({"type": "error", "error": {"message": api_error(exc).message}})
+        finally:
+            self._stack.close()
+
+    def _all_pieces(self) -> Iterator:
+        yield self._first
+        yield from self._pieces
+
+    def close(self) -> None:
+        """End the job: stop the synthesis and give the turn back. Called when the response ends,
+        finished or not; a piece being made in another thread stops at its next step and ends
+        the job itself."""
+        self.stopped.set()
+        if self._chunks is not None:
+            while self._chunks.gi_running:  # a piece is being made: it stops at its next step
+                time.sleep(0.01)
+            self._chunks.close()  # its finally gives the turn back
+        self._stack.close()  # for a job never iterated (the client left before the first byte)
+
+
+class SpeechResponse(StreamingResponse):
+    """The audio of a ``SpeechJob``, streamed; the job is closed when the response ends, however it
+    ends (sent, client gone, server stopping), so its turn in the line is never left held."""
+
+    def __init__(self, job: SpeechJob):
+        job._chunks = job.chunks()
+        request = job.request
+        media_type = "text/event-stream" if request.sse else FORMATS[request.response_format][0]
+        super().__init__(job._chunks, media_type=media_type,
+                         headers={"X-Seed": str(request.seed), "X-Queue-Ahead": str(job.ahead)})  # fmt: skip
+        self.job = job
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self.job.close)
 
 
 async def read_json(request: Request):

@@ -116,7 +116,10 @@ class Line:
                 self._waiting.append(ticket)
         if ticket is not None:
             if on_wait is not None:
-                on_wait(ahead)
+                try:
+                    on_wait(ahead)
+                except Exception:  # noqa: BLE001 - a report that failed must not lose the place in line
+                    logger.exception("reporting a wait in line failed")
             ticket.wait()  # set by the request that hands over its slot
         try:
             yield
@@ -148,13 +151,16 @@ class Voices:
         self.prompts: OrderedDict[tuple, VoicePrompt] = OrderedDict()  # the last PROMPT_CACHE_SIZE references
         self._prompts_lock = threading.Lock()
 
-    def slot(self, progress=None):
+    def slot(self, progress=None, on_wait=None):
         """A turn in the line: the model work of a request runs inside one, its download and load
-        outside, so a load never holds up requests for a loaded precision."""
+        outside, so a load never holds up requests for a loaded precision. ``on_wait(ahead)`` is
+        told how many are ahead when the request must wait."""
 
         def waiting(ahead: int) -> None:
             if progress is not None:
                 progress(0.0, desc=f"Waiting in line: {ahead} request{'s' * (ahead != 1)} before this one")
+            if on_wait is not None:
+                on_wait(ahead)
 
         return self.line.turn(waiting)
 
@@ -223,14 +229,14 @@ class Voices:
         return prompt, False
 
     @contextlib.contextmanager
-    def prepared(self, precision: str, request: dict, progress=None):
+    def prepared(self, precision: str, request: dict, progress=None, on_wait=None):
         """What every synthesis door does first: load the precision (outside the line), wait for
         a turn, turn the reference into a voice prompt (from the cache, or transcribed and encoded
         now); yields (voice, request, reused) for the block, which does the synthesis in its turn."""
         voice = self.get(precision, progress)
         if request.get("ref_audio") and not (request.get("ref_text") or "").strip():
             voice.asr = self.transcriber(progress)  # the server's one recogniser
-        with self.slot(progress):
+        with self.slot(progress, on_wait):
             if request.get("ref_audio"):
                 prompt, reused = self.voice_prompt(voice, request["ref_audio"], request.get("ref_text"),
                                                    request.get("language"))  # fmt: skip

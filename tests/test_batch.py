@@ -37,6 +37,8 @@ BAD = [
     "not json at all",
     '{"id": "plain", "text": "The same id twice."}',
     '{"id": "klingon", "text": "Hi.", "language": "Klingon"}',
+    '{"id": "typed", "text": "Hi.", "speed": "fast"}',
+    '{"id": "PLAIN", "text": "Another file named plain.wav on some file systems."}',
 ]
 
 
@@ -81,7 +83,8 @@ def test_one_process_makes_each_item_as_generate_does(single, items, cpu_artifac
     assert len(failed) == len(BAD)
     messages = " | ".join(r["error"] for r in failed)
     for words in ("'text' is required", "nowhere.npz", "unknown option(s) instructs", "'id' must be",
-                  "Expecting value", "used by an earlier line", "Klingon"):  # fmt: skip
+                  "Expecting value", "used by an earlier line", "Klingon", "speed must be a number",
+                  "'PLAIN' is used by an earlier line"):  # fmt: skip
         assert words in messages, (words, messages)
 
 
@@ -131,6 +134,9 @@ def test_a_killed_run_resumes_and_makes_each_item_once(single, items, cpu_artifa
     for path in tmp_path.glob("*.wav"):  # what is there is whole: written under another name, then renamed
         assert made_by(path) and sf.info(path).frames > 0
 
+    made_first = {r["id"]: r for r in map(json.loads, (tmp_path / RESULTS).read_text().splitlines())
+                  if r.get("status") == "made"}  # fmt: skip
+    (tmp_path / ".plain.wav.999999.tmp").write_bytes(b"RIFF half a file")  # as a run killed mid-write leaves
     run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert f"made {len(GOOD) - len(first)}, skipped {len(first)}, failed {len(BAD)}" in run.stdout, run.stdout + run.stderr
     assert not list(tmp_path.glob(".*.tmp"))
@@ -140,7 +146,11 @@ def test_a_killed_run_resumes_and_makes_each_item_once(single, items, cpu_artifa
         np.testing.assert_array_equal(audio, expected[name])
     records = [json.loads(line) for line in (tmp_path / RESULTS).read_text().splitlines()]
     assert len(records) == len(GOOD) + len(BAD)
-    assert {r["id"] for r in records if r["status"] == "skipped"} == first
+    skipped = {r["id"]: r for r in records if r["status"] == "skipped"}
+    assert set(skipped) == first
+    for name, record in skipped.items():  # what made it, as the first run recorded it
+        if name in made_first:
+            assert (record["seconds"], record["settings"]) == (made_first[name]["seconds"], made_first[name]["settings"])
 
 
 def test_a_rerun_redoes_only_what_changed(single, items, cpu_artifacts, tmp_path):
@@ -156,3 +166,12 @@ def test_a_rerun_redoes_only_what_changed(single, items, cpu_artifacts, tmp_path
     write_reference(str(tmp_path / "ref.wav"), seconds=2.0)  # the cloned item's reference changed too
     counts = run_batch(changed, out, cpu_artifacts, "int4", show_progress=False)
     assert counts == {"made": 2, "skipped": len(GOOD) - 2, "failed": len(BAD)}
+    records = [json.loads(line) for line in (out / RESULTS).read_text().splitlines()]
+    assert {r["id"] for r in records if r["status"] == "made"} == {"plain", "cloned"}
+
+
+def test_one_run_per_output_folder(items, cpu_artifacts, tmp_path):
+    from omnivoice_rt.batch import exclusive
+
+    with exclusive(tmp_path), pytest.raises(ValueError, match="another batch run is writing"):
+        run_batch(items, tmp_path, cpu_artifacts, "int4", show_progress=False)
