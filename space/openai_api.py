@@ -155,12 +155,12 @@ class OpenAIDoor:
             raise ApiError(400, str(exc), param="input") from exc
         model = body.get("model") or MODEL
         models = self.models()
-        if model not in models:
+        if not isinstance(model, str) or model not in models:
             raise ApiError(404, f"The model {model!r} does not exist here; choose one of {', '.join(models)}.",
                            param="model", code="model_not_found")  # fmt: skip
         precision, preset = models[model]
         preset = body.get("preset") or preset
-        if preset not in PRESETS:
+        if not isinstance(preset, str) or preset not in PRESETS:
             raise ApiError(400, f"Unknown preset {preset!r}; choose one of {', '.join(PRESETS)}.", param="preset")
         voice = body.get("voice") or AUTO_VOICE
         if isinstance(voice, dict):  # OpenAI's {"id": "voice_..."} form of a custom voice
@@ -180,7 +180,9 @@ class OpenAIDoor:
             raise ApiError(400, f"Unknown stream_format {stream_format!r}; use 'audio' or 'sse'.", param="stream_format")
         instruct = body.get("instructions") or (OPENAI_VOICES.get(voice) if voice not in saved else None)
         try:
-            instruct = resolve_instruct(instruct) if isinstance(instruct, str) or instruct is None else None
+            if instruct is not None and not isinstance(instruct, str):
+                raise ValueError("'instructions' must be a string.")
+            instruct = resolve_instruct(instruct)
         except ValueError as exc:
             raise ApiError(400, f"'instructions' are voice-design items here. {exc}", param="instructions") from exc
         speed, seed = body.get("speed", 1.0), body.get("seed")
