@@ -245,8 +245,9 @@ def main(argv=None) -> int:
                 )  # fmt: skip
                 print(f"{case_name:6s} {precision}/balanced: {agree:.2f} of its codes equal the exact path's at 16 steps")
 
-    memory = probe(args.artifacts, "int4")
-    print(f"\nint4 in a fresh process: load {memory['load_s']:.2f} s, peak resident memory {memory['peak_rss_mb']:.0f} MB")
+    probed = "int4" if "int4" in precisions else precisions[0]  # the Hub's default, else what was built
+    memory = probe(args.artifacts, probed)
+    print(f"\n{probed} in a fresh process: load {memory['load_s']:.2f} s, peak resident memory {memory['peak_rss_mb']:.0f} MB")
     rtf_auto = 0.0
     if "auto" in results and "int4" in results["auto"]:  # one chunk, so the token count below is exact
         int4 = manifest["profiles"]["int4"]
