@@ -18,6 +18,7 @@ import contextlib
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -486,6 +487,9 @@ def main(argv: list[str] | None = None) -> int:
     server = build_server(config, args.voices, os.environ.get("OMNIVOICE_API_KEY"), args.mcp)
     logger.info("serving on http://%s:%d (OpenAI-compatible: /v1/audio/speech%s)", args.host, args.port,
                 "; MCP: /gradio_api/mcp" if args.mcp else "")  # fmt: skip
+    # uvicorn shuts down gracefully on SIGTERM, then raises it again for the handler it found: this
+    # one exits normally, so atexit's clean-up (the examples' temporary folder) runs.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     uvicorn.run(server, host=args.host, port=args.port, log_level="warning")
     return 0
 

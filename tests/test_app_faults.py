@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import soundfile as sf
@@ -94,5 +97,8 @@ def test_space_on_the_published_repo_starts_ready_and_offers_what_it_has(publish
             assert "audio_tokenizer/fp16/ is unusable" in log.read_text()
             with pytest.raises(Exception, match="fp32"):
                 client.predict("Hi.", "Auto", "", "fp32", **FIXED, api_name="/synthesize")
+        # Stopped with SIGTERM, as a Space is: the server's temporary examples folder goes with it.
+        examples = re.search(r"Will cache examples in '(/[^']+?)/\w+' directory", log.read_text()).group(1)
+        assert examples.startswith(tempfile.gettempdir()) and not Path(examples).exists()
     finally:
         hub.stop()
