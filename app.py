@@ -44,7 +44,6 @@ from space.serving import (
     PRECISIONS,
     Config,
     Voices,
-    availability,  # noqa: F401 - part of this module's interface (tests, the page)
     offered_precisions,
     resolve_seed,
     settings_kwargs,

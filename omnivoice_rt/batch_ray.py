@@ -29,7 +29,6 @@ def ray_results(items: list, source, precision: str, workers: int, address: str,
     except ImportError as exc:
         raise ValueError("--ray needs Ray: pip install 'ray>=2.40'") from exc
     import omnivoice_rt
-    from omnivoice_rt.batch import Synthesizer
 
     source = str(Path(source).resolve()) if source and Path(source).is_dir() else source
     package = str(Path(omnivoice_rt.__file__).parent)
@@ -41,7 +40,7 @@ def ray_results(items: list, source, precision: str, workers: int, address: str,
         per_actor = threads or max(1, cpus // actors)
         logger.info("Ray: %d actors of %d CPUs on a cluster of %d CPUs", actors, per_actor, cpus)
         remote = ray.remote(num_cpus=per_actor)(_Actor)
-        pool = ActorPool([remote.remote(Synthesizer, source, precision, per_actor) for _ in range(actors)])
+        pool = ActorPool([remote.remote(source, precision, per_actor) for _ in range(actors)])
         yield from pool.map_unordered(lambda actor, item: actor.run.remote(item), items)
     finally:
         ray.shutdown()  # the driver leaves; a cluster started elsewhere keeps running
@@ -50,8 +49,10 @@ def ray_results(items: list, source, precision: str, workers: int, address: str,
 class _Actor:
     """One model on a Ray worker."""
 
-    def __init__(self, synthesizer, source, precision, threads):
-        self.synthesize = synthesizer(source, precision, threads)
+    def __init__(self, source, precision, threads):
+        from omnivoice_rt.batch import Synthesizer
+
+        self.synthesize = Synthesizer(source, precision, threads)
 
     def run(self, item):
         return self.synthesize(item)

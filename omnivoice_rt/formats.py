@@ -1,5 +1,6 @@
-"""Audio file formats for the doors that return bytes (the OpenAI-compatible endpoint, the CLI):
-one table, and a writer that turns pieces of speech into bytes as they are made.
+"""Audio file formats for the doors that return bytes (the OpenAI-compatible endpoint): one table,
+and a writer that turns pieces of speech into bytes as they are made; ``pcm16``, the 16-bit
+samples every door writes.
 
     writer = AudioWriter("mp3", 24000, streamed=True)
     for piece in voice.stream(text):
@@ -50,13 +51,6 @@ def wav_header(sample_rate: int, data_bytes: int = 0xFFFFFFFF) -> bytes:
     return b"RIFF" + struct.pack("<I", riff) + b"WAVE" + fmt + b"data" + struct.pack("<I", data_bytes)
 
 
-def encode(waveform: np.ndarray, sample_rate: int, response_format: str) -> bytes:
-    """One complete file of ``waveform`` (float32 mono) in ``response_format``."""
-    writer = AudioWriter(response_format, sample_rate, streamed=False)
-    writer.write(waveform)
-    return writer.close()
-
-
 class AudioWriter:
     """Bytes of one audio file, written piece by piece: ``write`` returns what can be sent now
     (nothing when not streamed), ``close`` the rest."""
@@ -65,7 +59,6 @@ class AudioWriter:
         if response_format not in FORMATS:
             raise ValueError(f"unknown audio format {response_format!r}; choose one of {', '.join(FORMATS)}")
         self.format, self.sample_rate = response_format, sample_rate
-        self.media_type = FORMATS[response_format][0]
         self.streamed = streamed and response_format in STREAMED
         self._pieces: list[np.ndarray] = []  # kept until close when not streamed
         self._buffer: io.BytesIO | None = None

@@ -77,7 +77,7 @@ class ApiError(Exception):
         return JSONResponse(body, status_code=self.status, headers=headers)
 
 
-def api_error(exc: Exception, param: str | None = None) -> ApiError:
+def api_error(exc: Exception) -> ApiError:
     """The runtime's error vocabulary in OpenAI's words."""
     if isinstance(exc, ApiError):
         return exc
@@ -88,7 +88,7 @@ def api_error(exc: Exception, param: str | None = None) -> ApiError:
     if isinstance(exc, SynthesisError):
         return ApiError(500, str(exc), kind="server_error")
     if isinstance(exc, (ValueError, FileNotFoundError)):
-        return ApiError(400, str(exc), param=param)
+        return ApiError(400, str(exc))
     logger.exception("unexpected error in /v1/audio/speech")
     return ApiError(500, "The server failed on this request; its log has the detail.", kind="server_error")
 
@@ -258,7 +258,7 @@ class OpenAIDoor:
 
 class SpeechJob:
     """One request's synthesis: ``start`` loads, waits for a turn and makes the first piece (so
-    every error before the first byte gets its status); ``chunks`` sends the audio; ``close``
+    every error before the first byte gets its status); ``body`` is the response's bytes; ``close``
     ends it, however the response ends. The turn in the line is held from ``start`` to ``close``."""
 
     def __init__(self, voices: Voices, request: SpeechRequest):
@@ -268,7 +268,7 @@ class SpeechJob:
         self._stack = contextlib.ExitStack()
         self._pieces: Iterator | None = None
         self._first = None
-        self._chunks: Iterator[bytes] | None = None
+        self.body = self._body()  # runs when the response sends it
 
     def start(self) -> None:
         request = self.request
@@ -288,7 +288,7 @@ class SpeechJob:
     def _waiting(self, ahead: int) -> None:
         self.ahead = ahead
 
-    def chunks(self) -> Iterator[bytes]:
+    def _body(self) -> Iterator[bytes]:
         """The response's bytes as the pieces come (one piece: a whole file; several: streamed)."""
         request, sse = self.request, self.request.sse
         try:
@@ -316,14 +316,13 @@ class SpeechJob:
 
     def close(self) -> None:
         """End the job: stop the synthesis and give the turn back. Called when the response ends,
-        finished or not; a piece being made in another thread stops at its next step and ends
-        the job itself."""
+        finished or not; a piece being made in another thread is waited for (it stops at its next
+        step)."""
         self.stopped.set()
-        if self._chunks is not None:
-            while self._chunks.gi_running:  # a piece is being made: it stops at its next step
-                time.sleep(0.01)
-            self._chunks.close()  # its finally gives the turn back
-        self._stack.close()  # for a job never iterated (the client left before the first byte)
+        while self.body.gi_running:
+            time.sleep(0.01)
+        self.body.close()  # its finally gives the turn back
+        self._stack.close()  # for a body never started (the client left before the first byte)
 
 
 class SpeechResponse(StreamingResponse):
@@ -331,10 +330,9 @@ class SpeechResponse(StreamingResponse):
     ends (sent, client gone, server stopping), so its turn in the line is never left held."""
 
     def __init__(self, job: SpeechJob):
-        job._chunks = job.chunks()
         request = job.request
         media_type = "text/event-stream" if request.sse else FORMATS[request.response_format][0]
-        super().__init__(job._chunks, media_type=media_type,
+        super().__init__(job.body, media_type=media_type,
                          headers={"X-Seed": str(request.seed), "X-Queue-Ahead": str(job.ahead)})  # fmt: skip
         self.job = job
 

@@ -123,11 +123,11 @@ def test_errors_are_clear_and_the_server_keeps_serving(client, tmp_path):
 
 
 def test_precision_line_tells_what_is_on_disk(cpu_artifacts, tmp_path):
-    import app
+    from space.serving import Config, Voices, availability
 
-    voices = app.Voices(app.Config(str(cpu_artifacts), "int4"))
+    voices = Voices(Config(str(cpu_artifacts), "int4"))
     assert "On disk:" in voices.describe("fp16") and "int4 LLM" in voices.describe("fp16")
     assert "no fp32 profile" in voices.describe("fp32")
     voices.get("int4")
     assert "Loaded from" in voices.describe("int4")
-    assert "Not downloaded yet from test/none" in app.availability("test/none", "int4")
+    assert "Not downloaded yet from test/none" in availability("test/none", "int4")

@@ -151,11 +151,11 @@ def test_pickled_voice_prompt_is_refused(client, tmp_path):
 
 def test_a_broken_artifact_is_reported_and_the_app_recovers(cpu_artifacts, tmp_path):
     """A precision whose file goes missing fails with a message; it loads once the file is back."""
-    import app
+    from space.serving import Config, Voices
 
     folder = tmp_path / "artifacts"
     shutil.copytree(cpu_artifacts, folder)
-    voices = app.Voices(app.Config(str(folder), "int4"))
+    voices = Voices(Config(str(folder), "int4"))
     voices.get("int4")
     moved = folder / "llm_decoder.onnx.data"
     moved.rename(tmp_path / "aside.data")
