@@ -38,6 +38,7 @@ from omnivoice_rt.text import (
     NONVERBAL_TAGS,
     language_display_name,
 )
+from space import gradio_guard
 from space.serving import (
     APP_PRESET,
     DEFAULTS,
@@ -139,16 +140,18 @@ def as_messages():
 
 
 @contextlib.contextmanager
-def prepared(voices: Voices, precision: str, progress, request: dict):
-    """``Voices.prepared`` (load, wait in line, encode the reference) with the errors as messages."""
-    with as_messages(), voices.prepared(precision, request, progress) as ready:
+def prepared(voices: Voices, precision: str, progress, request: dict, should_stop):
+    """``Voices.prepared`` (load, wait in line, encode the reference) with the errors as messages;
+    a request whose client went away leaves the line."""
+    with as_messages(), voices.prepared(precision, request, progress, should_stop=should_stop) as ready:
         yield ready
 
 
 def run_synthesis(voices: Voices, precision: str, progress, **kwargs) -> tuple[tuple[int, np.ndarray], str]:
     """Load the precision, synthesize with a step-by-step progress bar, turn errors into gr.Error."""
-    with prepared(voices, precision, progress, kwargs) as (voice, request, reused):
-        speech = voice.generate(progress=step_progress(progress), should_stop=abandoned(), **request)
+    gone = abandoned()
+    with prepared(voices, precision, progress, kwargs, gone) as (voice, request, reused):
+        speech = voice.generate(progress=step_progress(progress), should_stop=gone, **request)
     return (speech.sample_rate, pcm16(speech.waveform)), result_line(speech, kwargs.get("seed", 0), reused)
 
 
@@ -157,8 +160,9 @@ def stream_synthesis(voices: Voices, precision: str, progress, sentences: bool =
     ``STREAMING``), then the pieces joined (what was played) become the result to download.
     Yields (piece, whole, info)."""
     parts: list[Speech] = []
-    with prepared(voices, precision, progress, kwargs) as (voice, request, reused):
-        stream = voice.stream(progress=step_progress(progress), should_stop=abandoned(), sentences=sentences, **request)
+    gone = abandoned()
+    with prepared(voices, precision, progress, kwargs, gone) as (voice, request, reused):
+        stream = voice.stream(progress=step_progress(progress), should_stop=gone, sentences=sentences, **request)
         for part in stream:
             parts.append(part)
             done, count = part.metadata["piece"] + 1, part.metadata["pieces"]
@@ -217,7 +221,8 @@ def make_handlers(voices: Voices, default: str):
         return {**request, "ref_audio": None if voice_prompt else ref_audio,
                 "ref_text": None if voice_prompt else ref_text, "voice_prompt": voice_prompt or None}  # fmt: skip
 
-    def synthesize(text, language, instruct, precision, num_step=DEFAULTS["num_step"], guidance=DEFAULTS["guidance"],
+    def synthesize(text, language="Auto", instruct=None, precision=default, num_step=DEFAULTS["num_step"],
+                   guidance=DEFAULTS["guidance"],
                    speed=1.0, duration=0.0, seed=0, randomize_seed=DEFAULTS["randomize_seed"], denoise=True,
                    postprocess=True, preset=APP_PRESET,
                    progress=gr.Progress()):  # fmt: skip
@@ -245,7 +250,8 @@ def make_handlers(voices: Voices, default: str):
                               denoise, postprocess, preset)  # fmt: skip
         return run_synthesis(voices, precision, progress, **request)
 
-    def clone(text, ref_audio, ref_text, voice_prompt, language, precision, num_step=DEFAULTS["num_step"],
+    def clone(text, ref_audio=None, ref_text=None, voice_prompt=None, language="Auto", precision=default,
+              num_step=DEFAULTS["num_step"],
               guidance=DEFAULTS["guidance"], speed=1.0, duration=0.0, seed=0,
               randomize_seed=DEFAULTS["randomize_seed"], denoise=True, postprocess=True, preset=APP_PRESET,
               progress=gr.Progress()):  # fmt: skip
@@ -253,9 +259,9 @@ def make_handlers(voices: Voices, default: str):
 
         Args:
             text: What to say, up to 10,000 characters.
-            ref_audio: A recording of the voice to clone: 3-10 s of one person speaking clearly (0.5-30 s accepted; wav, flac, mp3, ogg; up to 20 MB). Leave empty when voice_prompt is given.
+            ref_audio: A recording of the voice to clone: 3-10 s of one person speaking clearly (0.5-30 s accepted; wav, flac, mp3, ogg; up to 20 MB): an http(s) URL, a data: URI, or the path POST /gradio_api/upload returned. Leave it out (or empty) when voice_prompt is given.
             ref_text: What the recording says, up to 2,000 characters; empty: it is transcribed with Whisper.
-            voice_prompt: A voice prompt file (.npz) from save_voice_prompt, used instead of ref_audio and ref_text.
+            voice_prompt: A voice prompt file (.npz) from save_voice_prompt (the URL it returned), used instead of ref_audio and ref_text; leave it out (or empty) otherwise.
             language: The text's language by name or code; "Auto" detects it.
             precision: Model precision: "int4", "int8", "fp16", "fp32" or "cuda", among those this server offers.
             num_step: Unmasking steps, 1 to 64.
@@ -286,11 +292,11 @@ def make_handlers(voices: Voices, default: str):
                                 duration, seed, randomize_seed, denoise, postprocess, preset)  # fmt: skip
         yield from stream_synthesis(voices, precision, progress, sentences=bool(sentences), **request)
 
-    def save_voice_prompt(ref_audio, ref_text, precision, progress=gr.Progress()):
+    def save_voice_prompt(ref_audio, ref_text=None, precision=default, progress=gr.Progress()):
         """Encode a reference recording once as a voice prompt file, to clone that voice again without the recording.
 
         Args:
-            ref_audio: A recording of the voice: 3-10 s of one person speaking clearly (0.5-30 s accepted; up to 20 MB).
+            ref_audio: A recording of the voice: 3-10 s of one person speaking clearly (0.5-30 s accepted; up to 20 MB): an http(s) URL, a data: URI, or the path POST /gradio_api/upload returned.
             ref_text: What the recording says; empty: it is transcribed with Whisper.
             precision: The model precision the prompt is for: "int4", "int8", "fp16", "fp32" or "cuda" (prompts work across precisions).
         Returns:
@@ -298,7 +304,8 @@ def make_handlers(voices: Voices, default: str):
         """
         if not ref_audio:
             raise refused("Record or upload a reference voice first.")
-        with prepared(voices, precision, progress, {"ref_audio": ref_audio, "ref_text": ref_text}) as (_, request, _):
+        reference = {"ref_audio": ref_audio, "ref_text": ref_text}
+        with prepared(voices, precision, progress, reference, abandoned()) as (_, request, _):
             prompt = request["voice_prompt"]
         path = prompt_file()
         prompt.save(path)
@@ -308,7 +315,7 @@ def make_handlers(voices: Voices, default: str):
         """Transcribe a reference recording with Whisper: what the recording says, to check before cloning.
 
         Args:
-            ref_audio: A recording of up to 30 s (longer ones are cut at a silence near 20 s).
+            ref_audio: A recording of up to 30 s (longer ones are cut at a silence near 20 s): an http(s) URL, a data: URI, or the path POST /gradio_api/upload returned.
             language: The recording's language by name or code; "Auto" detects it.
         Returns:
             The transcript, one line of text.
@@ -317,7 +324,7 @@ def make_handlers(voices: Voices, default: str):
             return ""
         with as_messages():
             recogniser = voices.transcriber(progress)
-            with voices.slot(progress):
+            with voices.slot(progress, should_stop=abandoned()):
                 progress(0.5, desc="Transcribing the reference")
                 return recogniser.transcribe(ref_audio, language_arg(language))
 
@@ -445,14 +452,19 @@ def build_server(config: Config, voice_dir: str | None = None, api_key: str | No
     from space.openai_api import OpenAIDoor
 
     voices = Voices(config, offered_precisions(config.source))
-    server = FastAPI(title="OmniVoice ONNX", docs_url=None, redoc_url=None)
+    # No generated docs: the OpenAI door's contract is OpenAI's, the page documents its own API.
+    server = FastAPI(title="OmniVoice ONNX", docs_url=None, redoc_url=None, openapi_url=None)
+    server.add_middleware(gradio_guard.QuietDisconnects)
     OpenAIDoor(voices, voice_dir, api_key).install(server)
     demo = build_demo(config, voices)
     # Gradio's queue lets requests through to the one line (which turns away the surplus), with
     # room beside it for requests that are downloading or loading another precision.
     workers = config.concurrency + len(PRECISIONS)
     demo.queue(default_concurrency_limit=workers, max_size=workers + config.max_waiting)
-    return gr.mount_gradio_app(server, demo, path="/", mcp_server=mcp, max_file_size=MAX_UPLOAD, show_error=True)
+    server = gr.mount_gradio_app(server, demo, path="/", mcp_server=mcp, max_file_size=MAX_UPLOAD, show_error=True,
+                                 app_kwargs={"docs_url": None, "redoc_url": None, "openapi_url": None})  # fmt: skip
+    gradio_guard.guard(demo)  # requests name only uploaded files (mounting alone checks none)
+    return server
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -481,15 +493,21 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     import uvicorn
 
-    config = Config(args.artifacts, args.precision, args.threads, preload=True, concurrency=args.concurrency,
-                    asr_model=args.asr_model, max_waiting=args.max_waiting)  # fmt: skip
-    server = build_server(config, args.voices, os.environ.get("OMNIVOICE_API_KEY"), args.mcp)
-    logger.info("serving on http://%s:%d (OpenAI-compatible: /v1/audio/speech%s)", args.host, args.port,
-                "; MCP: /gradio_api/mcp" if args.mcp else "")  # fmt: skip
-    # uvicorn shuts down gracefully on SIGTERM, then raises it again for the handler it found: this
-    # one exits normally, so atexit's clean-up (the examples' temporary folder) runs.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    uvicorn.run(server, host=args.host, port=args.port, log_level="warning")
+    for chatty in ("httpx", "mcp"):  # a line per request (MCP's calls to the page's API, its sessions)
+        logging.getLogger(chatty).setLevel(logging.WARNING)
+    clean_up = gradio_guard.own_upload_folder()  # before the page is built: Gradio reads it then
+    try:
+        config = Config(args.artifacts, args.precision, args.threads, preload=True, concurrency=args.concurrency,
+                        asr_model=args.asr_model, max_waiting=args.max_waiting)  # fmt: skip
+        server = build_server(config, args.voices, os.environ.get("OMNIVOICE_API_KEY"), args.mcp)
+        logger.info("serving on http://%s:%d (OpenAI-compatible: /v1/audio/speech%s)", args.host, args.port,
+                    "; MCP: /gradio_api/mcp" if args.mcp else "")  # fmt: skip
+        # uvicorn shuts down gracefully on SIGTERM, then raises it again for the handler it found: this
+        # one exits normally, so the clean-up below and atexit's (the examples' temporary folder) run.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        uvicorn.run(server, host=args.host, port=args.port, log_level="warning")
+    finally:
+        clean_up()  # after Gradio deleted the files it made
     return 0
 
 

@@ -28,6 +28,8 @@ from omnivoice_rt.text import resolve_language
 logger = logging.getLogger(__name__)
 
 DEFAULT_ASR_MODEL = "onnx-community/whisper-base"
+# Without the recogniser, the simplest fix: say what the reference says.
+ASR_HINT = "give the transcript (ref_text; --ref-text on the command line), or set OMNIVOICE_ASR_MODEL to a local Whisper folder"
 ASR_RATE = 16000
 # What onnx-asr reads of an onnx-community Whisper export; the quantized graphs only for int8.
 ASR_FILES = ["config.json", "vocab.json", "added_tokens.json", "onnx/encoder_model{q}.onnx",
@@ -66,22 +68,22 @@ class Transcriber:
         for variant in QUANTIZATIONS[quantization]:  # the first whose graphs the folder or repo has
             files = [name.format(q=f"_{variant}" if variant else "") for name in ASR_FILES]
             try:
-                folder = Path(source) if Path(source).is_dir() else download(str(source), files, progress)
+                folder = Path(source) if Path(source).is_dir() else download(str(source), files, progress, hint=ASR_HINT)
             except ArtifactError as exc:
-                raise ArtifactError(f"the speech recogniser: {exc} (OMNIVOICE_ASR_MODEL may name a local Whisper "
-                                    "folder)") from exc  # fmt: skip
+                raise ArtifactError(f"the speech recogniser, which transcribes a reference given without its "
+                                    f"transcript: {exc}") from exc  # fmt: skip
             missing = [name for name in files if not (folder / name).is_file()]
             if not missing:
                 break
             first_missing = first_missing or missing
         else:
             raise ArtifactError(f"the speech recogniser in {folder} lacks {', '.join(first_missing)}: it must be an "
-                                "onnx-community Whisper export (see omnivoice_rt/asr.py)")  # fmt: skip
+                                f"onnx-community Whisper export (see omnivoice_rt/asr.py); or {ASR_HINT}")  # fmt: skip
         try:
             model = onnx_asr.load_model("whisper", folder, quantization=variant or None)
         except Exception as exc:  # onnx-asr and onnxruntime raise their own types
             detail = " ".join(str(exc).split())[:300]
-            raise ArtifactError(f"the speech recogniser in {folder} could not be loaded ({detail})") from exc
+            raise ArtifactError(f"the speech recogniser in {folder} could not be loaded ({detail}); {ASR_HINT}") from exc
         tokens = json.loads((folder / "added_tokens.json").read_text(encoding="utf-8"))
         languages = {t[2:-2] for t in tokens if t.startswith("<|") and t.endswith("|>") and 2 <= len(t) - 4 <= 3}
         logger.info("loaded the speech recogniser from %s (%s, %d languages)", folder, quantization, len(languages))

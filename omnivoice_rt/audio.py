@@ -85,9 +85,20 @@ def _read_mono(source, max_seconds: float, target_rate: int) -> tuple[np.ndarray
                 pieces.append(chunk.mean(axis=1) if f.channels > 1 else chunk[:, 0].copy())
             rate = f.samplerate
     except (RuntimeError, sf.LibsndfileError, TypeError, OSError, EOFError) as exc:
-        raise ValueError(f"could not read the reference audio ({exc}); use a WAV, FLAC or OGG file") from exc
+        detail = without_path(exc, source)  # a server's messages name no file of its own
+        raise ValueError(f"could not read the reference audio ({detail}); use a WAV, FLAC or OGG file") from exc
     data = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
     return data[None, :], rate
+
+
+def without_path(exc: BaseException, path) -> str:
+    """An error's message with the file it names left out: what a server may tell its clients."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    message = str(exc)
+    if isinstance(path, (str, Path)) and str(path):
+        message = message.replace(f"'{path}'", "the file").replace(str(path), "the file")
+    return message
 
 
 # ----------------------------------------------------------------------------- resampling

@@ -89,7 +89,10 @@ def _progress_class(progress: Progress | None, repo_id: str):
     return Reporter
 
 
-def _explain(exc: Exception, repo_id: str, endpoint: str) -> str:
+LOCAL_HINT = "pass a local artifact folder (see build_artifacts.py)"  # how to do without the Hub
+
+
+def _explain(exc: Exception, repo_id: str, endpoint: str, hint: str = LOCAL_HINT) -> str:
     from huggingface_hub.errors import (
         EntryNotFoundError,
         LocalEntryNotFoundError,
@@ -106,10 +109,9 @@ def _explain(exc: Exception, repo_id: str, endpoint: str) -> str:
     file = url.split("/resolve/", 1)[1].split("/", 1)[-1] if "/resolve/" in url else "a file"
     if isinstance(exc, LocalEntryNotFoundError):
         if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
-            return (f"offline (HF_HUB_OFFLINE=1) and {repo_id} is not in the cache: connect once to download it, "
-                    "or pass a local artifact folder (see build_artifacts.py)")  # fmt: skip
+            return f"offline (HF_HUB_OFFLINE=1) and {repo_id} is not in the cache: connect once to download it, or {hint}"
         return (f"cannot reach {endpoint} to download {repo_id} and it is not in the cache: check the "
-                "connection, or pass a local artifact folder (see build_artifacts.py)")  # fmt: skip
+                f"connection, or {hint}")  # fmt: skip
     if isinstance(exc, EntryNotFoundError):
         return f"{repo_id} has no {file} (404 from {endpoint}); the repository is incomplete or the revision wrong"
     if isinstance(exc, OSError) and not isinstance(exc, ConnectionError):
@@ -131,10 +133,10 @@ def _clean_incomplete(repo_id: str) -> None:
 
 
 def download(repo_id: str, allow: list[str], progress: Progress | None = None, revision: str | None = None,
-             ignore: list[str] | None = None) -> Path:  # fmt: skip
+             ignore: list[str] | None = None, hint: str = LOCAL_HINT) -> Path:  # fmt: skip
     """The snapshot folder of ``repo_id`` with the files matching ``allow`` (from the cache when
     they are there; huggingface_hub checks each file's size as it downloads). A failure leaves no
-    partial file and says what to do."""
+    partial file and says what to do (``hint``: how to do without the Hub)."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.constants import ENDPOINT
 
@@ -143,7 +145,7 @@ def download(repo_id: str, allow: list[str], progress: Progress | None = None, r
                                       tqdm_class=_progress_class(progress, repo_id)))  # fmt: skip
     except Exception as exc:  # huggingface_hub and httpx raise many kinds
         _clean_incomplete(repo_id)
-        raise ArtifactError(_explain(exc, repo_id, ENDPOINT)) from exc
+        raise ArtifactError(_explain(exc, repo_id, ENDPOINT, hint)) from exc
 
 
 def fetch(repo_id: str, precision: str | None, revision: str | None = None, progress: Progress | None = None,

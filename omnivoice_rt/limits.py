@@ -13,7 +13,7 @@ import math
 
 MAX_TEXT_CHARS = 10_000  # text to speak; past ~30 s of speech it is made in chunks
 MAX_DURATION_S = 600.0  # a forced duration
-MAX_SPEED = 10.0
+MIN_SPEED, MAX_SPEED = 0.1, 10.0  # speaking rate: 1.0 normal; a bound each way keeps the estimate finite
 MAX_STEPS = 64  # unmasking steps: the presets use 12, 16 and 32; upstream's docs suggest 16 to 32
 MIN_REFERENCE_S = 0.5  # of sound in a reference, after silence removal
 MAX_REFERENCE_S = 30.0  # the codec's HuBERT attends over the whole reference: memory grows with its square

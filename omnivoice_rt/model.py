@@ -38,6 +38,7 @@ from omnivoice_rt.limits import (
     MAX_TEXT_CHARS,
     MAX_TRANSCRIPT_CHARS,
     MIN_REFERENCE_S,
+    MIN_SPEED,
     max_row,
 )
 from omnivoice_rt.prompt import Prompt, TextTokenizer, build_prompt, text_ids
@@ -45,6 +46,7 @@ from omnivoice_rt.sessions import load_graphs
 from omnivoice_rt.text import (
     ZH_RE,
     add_punctuation,
+    check_string,
     chunk_text_punctuation,
     estimate_frames,
     resolve_instruct,
@@ -140,8 +142,7 @@ class Speech:
 
 
 def check_text(text) -> str:
-    if not isinstance(text, str):
-        raise ValueError(f"text must be a string, got {type(text).__name__}")
+    text = check_string(text, "text")
     text = "".join(c for c in text if unicodedata.category(c) != "Cc" or c in "\n\t")
     if not text.strip():
         raise ValueError("text is empty: type something to say")
@@ -150,6 +151,10 @@ def check_text(text) -> str:
     if not any(unicodedata.category(c)[0] in "LN" for c in text):
         raise ValueError("text has no letters or digits to speak (only punctuation or symbols)")
     return text
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
 
 
 class OmniVoiceONNX:
@@ -270,8 +275,8 @@ class OmniVoiceONNX:
         """Encode a reference recording (path, bytes or (array, sample_rate)) and its transcript;
         without ``ref_text``, the speech recogniser writes it (``language`` helps it), as upstream."""
         transcribe = ref_text is None or (isinstance(ref_text, str) and not ref_text.strip())
-        if not transcribe and not isinstance(ref_text, str):
-            raise ValueError(f"ref_text must be a string, got {type(ref_text).__name__}")
+        if not transcribe:
+            check_string(ref_text, "ref_text (the reference's transcript)")
         if not transcribe and len(ref_text) > MAX_TRANSCRIPT_CHARS:
             raise ValueError(f"the reference's transcript is {len(ref_text)} characters long; the limit is "
                              f"{MAX_TRANSCRIPT_CHARS}: use 3-10 s of speech and what is said in it")  # fmt: skip
@@ -375,10 +380,10 @@ class OmniVoiceONNX:
             settings = replace(settings or GenerationSettings(), **overrides)
         settings.validate()
         text = check_text(text)
-        if duration is not None and not (0 < duration <= MAX_DURATION_S):
-            raise ValueError(f"duration must be in (0, {MAX_DURATION_S:.0f}] seconds, got {duration}")
-        if speed is not None and not (0 < speed <= MAX_SPEED):
-            raise ValueError(f"speed must be in (0, {MAX_SPEED:g}] (1.0 is normal), got {speed}")
+        if duration is not None and not (_is_number(duration) and 0 < duration <= MAX_DURATION_S):
+            raise ValueError(f"duration must be in (0, {MAX_DURATION_S:.0f}] seconds, got {duration!r}")
+        if speed is not None and not (_is_number(speed) and MIN_SPEED <= speed <= MAX_SPEED):
+            raise ValueError(f"speed must be from {MIN_SPEED:g} to {MAX_SPEED:g} (1.0 is normal), got {speed!r}")
         language = resolve_language(language)
         instruct = resolve_instruct(instruct, use_zh=bool(ZH_RE.search(text)))
 

@@ -24,12 +24,28 @@ LANG_NAME_TO_ID: dict[str, str] = _LANGUAGES["name_to_id"]
 LANG_IDS = frozenset(LANG_NAME_TO_ID.values())
 
 
+def check_string(value, what: str) -> str:
+    """``value`` if it is a string of characters: not another type, and no lone UTF-16 surrogate
+    (U+D800-U+DFFF: what broken UTF-16, a JSON ``\\ud800`` escape or undecodable command-line bytes
+    become), which no tokenizer, log or JSON encoder takes."""
+    if not isinstance(value, str):
+        raise ValueError(f"{what} must be a string, got {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{what} holds U+{ord(value[exc.start]):04X} at character {exc.start + 1}, half of a "
+                         "UTF-16 surrogate pair and not a character: send the text as valid Unicode") from None  # fmt: skip
+    return value
+
+
 def language_display_name(name: str) -> str:
     return _LANGUAGES["display_exceptions"].get(name, name.title())
 
 
 def resolve_language(language: str | None) -> str | None:
     """A language code from a code or a name (any case); None for None, "" or "None"."""
+    if language is not None:
+        check_string(language, "the language (a name or code such as 'en')")
     if language is None or not language.strip() or language.strip().lower() == "none":
         return None
     language = language.strip()
@@ -76,6 +92,8 @@ INSTRUCT_VALID_ZH = frozenset(i for i in INSTRUCT_VALID if ZH_RE.search(i))
 
 def resolve_instruct(instruct: str | None, use_zh: bool = False) -> str | None:
     """Validate and normalise a voice-design instruct, as upstream's ``_resolve_instruct``."""
+    if instruct is not None:
+        check_string(instruct, "the instruct (voice-design items such as 'female, low pitch')")
     if instruct is None or not instruct.strip():
         return None
     instruct_str = instruct.strip()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from omnivoice_rt.audio import without_path
 from omnivoice_rt.limits import MAX_PROMPT_FILE_BYTES, MAX_REFERENCE_S, MAX_TRANSCRIPT_CHARS
 
 FORMAT_VERSION = 1
@@ -49,19 +50,19 @@ class VoicePrompt:
             with np.load(path, allow_pickle=False) as data:
                 fields = {name: data[name] for name in data.files}
         except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as exc:
-            raise ValueError(f"{Path(path).name} is not a usable voice prompt file (.npz): {exc}") from exc
+            raise ValueError(f"the file is not a usable voice prompt file (.npz): {without_path(exc, path)}") from exc
         version = fields.get("format_version")
         if version is None or int(version) != FORMAT_VERSION:
             raise ValueError(
-                f"{path} is a voice prompt of format version {None if version is None else int(version)}; "
+                f"the file is a voice prompt of format version {None if version is None else int(version)}; "
                 f"this runtime reads version {FORMAT_VERSION}. Create it again from the reference audio."
             )
         codes = fields["codes"]
         if codes.min() < 0 or codes.max() >= codebook_size:
-            raise ValueError(f"{path}: codes must lie in [0, {codebook_size}); the file is corrupt")
+            raise ValueError(f"the voice prompt's codes must lie in [0, {codebook_size}); the file is corrupt")
         rms = float(fields["rms"])
         if not np.isfinite(rms) or rms < 0:
-            raise ValueError(f"{path}: invalid loudness {rms}")
+            raise ValueError(f"the voice prompt's loudness is invalid ({rms}); the file is corrupt")
         return cls(codes=codes.astype(np.int64), text=str(fields["text"]), rms=rms)
 
 

@@ -28,10 +28,11 @@ from pathlib import Path
 import anyio
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.requests import ClientDisconnect
 
 from omnivoice_rt.errors import ArtifactError, Busy, Cancelled, SynthesisError
 from omnivoice_rt.formats import FORMATS, AudioWriter, available_formats
-from omnivoice_rt.limits import MAX_SPEED
+from omnivoice_rt.limits import MAX_SPEED, MIN_SPEED
 from omnivoice_rt.model import PRESETS, check_text
 from omnivoice_rt.text import resolve_instruct, resolve_language
 from omnivoice_rt.voice_prompt import VoicePrompt
@@ -81,6 +82,8 @@ def api_error(exc: Exception) -> ApiError:
     """The runtime's error vocabulary in OpenAI's words."""
     if isinstance(exc, ApiError):
         return exc
+    if isinstance(exc, Cancelled):  # the client went away: nobody reads this answer
+        return ApiError(499, str(exc), code="client_closed_request")
     if isinstance(exc, Busy):
         return ApiError(429, str(exc), code="server_busy", kind="rate_limit_error")
     if isinstance(exc, ArtifactError):
@@ -186,9 +189,10 @@ class OpenAIDoor:
         except ValueError as exc:
             raise ApiError(400, f"'instructions' are voice-design items here. {exc}", param="instructions") from exc
         speed, seed = body.get("speed", 1.0), body.get("seed")
-        if not isinstance(speed, (int, float)) or isinstance(speed, bool) or not 0 < speed <= MAX_SPEED:
-            raise ApiError(400, f"'speed' must be a number in (0, {MAX_SPEED:g}] (1.0 is normal), got {speed!r}.",
-                           param="speed")  # fmt: skip
+        if not isinstance(speed, (int, float)) or isinstance(speed, bool) or not MIN_SPEED <= speed <= MAX_SPEED:
+            shown = f"{speed:.3g}" if isinstance(speed, (int, float)) else type(speed).__name__
+            raise ApiError(400, f"'speed' must be a number from {MIN_SPEED:g} to {MAX_SPEED:g} (1.0 is normal), "
+                           f"got {shown}.", param="speed")  # fmt: skip
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63):
             raise ApiError(400, "'seed' must be a non-negative integer.", param="seed")
         language = body.get("language")
@@ -227,7 +231,9 @@ class OpenAIDoor:
             self.check_key(request)
             job = SpeechJob(self.voices, self.parse(await read_json(request)))
             # Waiting for a turn holds a thread: these come from the door's own pool, never Gradio's.
-            await anyio.to_thread.run_sync(job.start, limiter=self.waiting_threads)
+            # A client that leaves meanwhile stops it: out of the line, or at the next step.
+            async with watching(request.receive, job.stopped):
+                await anyio.to_thread.run_sync(job.start, limiter=self.waiting_threads)
             return SpeechResponse(job)
 
         @router.get("/models")
@@ -277,7 +283,7 @@ class SpeechJob:
         job = dict(text=request.text, language=request.language, instruct=request.instruct, seed=request.seed,
                    voice_prompt=str(request.voice_prompt) if request.voice_prompt else None, **settings)  # fmt: skip
         try:
-            prepared = self.voices.prepared(request.precision, job, on_wait=self._waiting)
+            prepared = self.voices.prepared(request.precision, job, on_wait=self._waiting, should_stop=self.stopped.is_set)
             voice, job, _ = self._stack.enter_context(prepared)
             self._pieces = voice.stream(sentences=request.sentences, should_stop=self.stopped.is_set, **job)
             self._first = next(self._pieces)
@@ -338,21 +344,50 @@ class SpeechResponse(StreamingResponse):
 
     async def __call__(self, scope, receive, send) -> None:
         try:
-            await super().__call__(scope, receive, send)
+            async with watching(receive, self.job.stopped):  # a client gone mid-answer stops the piece being made
+                await super().__call__(scope, receive, send)
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self.job.close)
 
 
+@contextlib.asynccontextmanager
+async def watching(receive, stopped: threading.Event):
+    """For the block: ``stopped`` is set as soon as the client disconnects (ASGI's
+    ``http.disconnect``), so a synthesis running in a thread, or waiting in line, stops."""
+
+    async def watch() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        stopped.set()
+
+    failure = None
+    async with anyio.create_task_group() as group:
+        group.start_soon(watch)
+        try:
+            yield
+        except Exception as exc:  # noqa: BLE001 - raised below, as itself rather than in an ExceptionGroup
+            failure = exc
+        finally:
+            group.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+
+
 async def read_json(request: Request):
     """The body as JSON, read up to ``MAX_BODY_BYTES``."""
     data = bytearray()
-    async for chunk in request.stream():
-        data += chunk
-        if len(data) > MAX_BODY_BYTES:
-            raise ApiError(413, f"The request body is over {MAX_BODY_BYTES >> 10} kB; 'input' takes up to 10,000 characters.")
+    try:
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > MAX_BODY_BYTES:
+                raise ApiError(413, f"The request body is over {MAX_BODY_BYTES >> 10} kB; 'input' takes up to 10,000 characters.")
+    except ClientDisconnect:  # it left while sending: nobody reads the answer
+        raise ApiError(400, "The client went away while sending its body.") from None
     try:
         return json.loads(data)
+    except RecursionError:
+        raise ApiError(400, "The body is not valid JSON here: it is nested too deeply.") from None
     except ValueError as exc:
         raise ApiError(400, f"The body is not valid JSON: {exc}.") from exc
 

@@ -24,12 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from omnivoice_rt.asr import Transcriber
-from omnivoice_rt.errors import ArtifactError, Busy
+from omnivoice_rt.errors import ArtifactError, Busy, Cancelled
 from omnivoice_rt.hub import DEFAULT_REPO, available_precisions
 from omnivoice_rt.limits import MAX_WAITING
 from omnivoice_rt.manifest import PROFILE_DIRS, load_manifest
 from omnivoice_rt.model import PRESETS, OmniVoiceONNX
 from omnivoice_rt.sessions import cuda_available
+from omnivoice_rt.text import check_string
 from omnivoice_rt.voice_prompt import VoicePrompt
 
 logger = logging.getLogger(__name__)
@@ -45,6 +46,7 @@ APP_PRESET = "balanced"  # the server's default: a CPU Space should answer in se
 # Every door's defaults, one table (the CLI's: the same preset, a random seed).
 DEFAULTS = {"num_step": PRESETS[APP_PRESET]["num_step"], "guidance": 2.0, "speed": 1.0, "duration": 0.0, "seed": 0,
             "randomize_seed": True, "denoise": True, "postprocess": True, "preset": APP_PRESET}  # fmt: skip
+LEAVE_CHECK_S = 0.1  # how often a request waiting in line checks that its client is still there
 PROMPT_CACHE_SIZE = 16  # voice prompts kept, keyed by the reference's bytes, its transcript and the precision
 
 
@@ -104,8 +106,10 @@ class Line:
         return len(self._waiting)
 
     @contextlib.contextmanager
-    def turn(self, on_wait=None):
-        """Hold a slot for the block; ``on_wait(ahead)`` is told how many are ahead when it must wait."""
+    def turn(self, on_wait=None, should_stop=None):
+        """Hold a slot for the block; ``on_wait(ahead)`` is told how many are ahead when it must
+        wait. A request whose ``should_stop()`` says yes while it waits (its client went away)
+        leaves the line, raising :class:`Cancelled`, and the ones behind it move up."""
         with self._lock:
             if self._free and not self._waiting:
                 self._free, ticket, ahead = self._free - 1, None, 0
@@ -120,15 +124,35 @@ class Line:
                     on_wait(ahead)
                 except Exception:  # noqa: BLE001 - a report that failed must not lose the place in line
                     logger.exception("reporting a wait in line failed")
-            ticket.wait()  # set by the request that hands over its slot
+            self._wait(ticket, should_stop)
         try:
             yield
         finally:
-            with self._lock:
-                if self._waiting:
-                    self._waiting.popleft().set()
-                else:
-                    self._free += 1
+            self._release()
+
+    def _wait(self, ticket: threading.Event, should_stop) -> None:
+        """Wait until a finished request hands over its slot (it sets the ticket), asking
+        ``should_stop`` every ``LEAVE_CHECK_S``."""
+        while not ticket.wait(LEAVE_CHECK_S if should_stop is not None else None):
+            if should_stop():
+                break
+        if should_stop is None or not should_stop():
+            return
+        with self._lock:
+            handed = ticket.is_set()  # the slot came as the client left: pass it on
+            if not handed:
+                self._waiting.remove(ticket)
+        if handed:
+            self._release()
+        logger.info("a request left the line: its client went away")
+        raise Cancelled("the request was abandoned while it waited in line")
+
+    def _release(self) -> None:
+        with self._lock:
+            if self._waiting:
+                self._waiting.popleft().set()
+            else:
+                self._free += 1
 
 
 class Voices:
@@ -151,10 +175,11 @@ class Voices:
         self.prompts: OrderedDict[tuple, VoicePrompt] = OrderedDict()  # the last PROMPT_CACHE_SIZE references
         self._prompts_lock = threading.Lock()
 
-    def slot(self, progress=None, on_wait=None):
+    def slot(self, progress=None, on_wait=None, should_stop=None):
         """A turn in the line: the model work of a request runs inside one, its download and load
         outside, so a load never holds up requests for a loaded precision. ``on_wait(ahead)`` is
-        told how many are ahead when the request must wait."""
+        told how many are ahead when the request must wait; ``should_stop()`` says that its client
+        went away (it then leaves the line)."""
 
         def waiting(ahead: int) -> None:
             if progress is not None:
@@ -162,7 +187,7 @@ class Voices:
             if on_wait is not None:
                 on_wait(ahead)
 
-        return self.line.turn(waiting)
+        return self.line.turn(waiting, should_stop)
 
     def get(self, precision: str, progress=None) -> OmniVoiceONNX:
         if precision not in self.offered:
@@ -207,7 +232,7 @@ class Voices:
                 try:
                     self.asr = Transcriber.load(self.config.asr_model or None, progress=report)
                 except ArtifactError as exc:  # it could not be fetched or loaded
-                    raise ValueError(f"{exc}. Type what the reference says instead.") from exc
+                    raise ValueError(str(exc)) from exc  # it says to type the transcript instead
             return self.asr
 
     def voice_prompt(self, voice: OmniVoiceONNX, ref_audio, ref_text, language) -> tuple[VoicePrompt, bool]:
@@ -229,14 +254,17 @@ class Voices:
         return prompt, False
 
     @contextlib.contextmanager
-    def prepared(self, precision: str, request: dict, progress=None, on_wait=None):
+    def prepared(self, precision: str, request: dict, progress=None, on_wait=None, should_stop=None):
         """What every synthesis door does first: load the precision (outside the line), wait for
         a turn, turn the reference into a voice prompt (from the cache, or transcribed and encoded
-        now); yields (voice, request, reused) for the block, which does the synthesis in its turn."""
+        now); yields (voice, request, reused) for the block, which does the synthesis in its turn.
+        ``should_stop()``: the client went away; the request leaves the line (:class:`Cancelled`)."""
+        if request.get("ref_text") is not None:
+            check_string(request["ref_text"], "ref_text (the reference's transcript)")
         voice = self.get(precision, progress)
         if request.get("ref_audio") and not (request.get("ref_text") or "").strip():
             voice.asr = self.transcriber(progress)  # the server's one recogniser
-        with self.slot(progress, on_wait):
+        with self.slot(progress, on_wait, should_stop):
             if request.get("ref_audio"):
                 prompt, reused = self.voice_prompt(voice, request["ref_audio"], request.get("ref_text"),
                                                    request.get("language"))  # fmt: skip

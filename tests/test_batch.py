@@ -175,3 +175,15 @@ def test_one_run_per_output_folder(items, cpu_artifacts, tmp_path):
 
     with exclusive(tmp_path), pytest.raises(ValueError, match="another batch run is writing"):
         run_batch(items, tmp_path, cpu_artifacts, "int4", show_progress=False)
+
+
+def test_ray_auto_without_a_cluster_says_how_to_start_one(items, cpu_artifacts, tmp_path):
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    command = [sys.executable, "-m", "omnivoice_rt", "batch", "--model-dir", str(cpu_artifacts), "--input", str(items),
+               "--output-dir", str(tmp_path / "out"), "--ray", "auto", "-q"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=environment, timeout=300)
+    if "no Ray cluster" not in done.stderr and done.returncode == 0:
+        pytest.skip("a Ray cluster is running on this machine")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "ray start --head" in line and "--ray local" in line, line

@@ -153,8 +153,8 @@ def test_models_list_precisions_and_openai_names(client):
         ({"response_format": "aac"}, openai.BadRequestError, "response_format", "this server writes wav"),
         ({"model": "gpt-5"}, openai.NotFoundError, "model", "does not exist"),
         ({"instructions": "Speak cheerfully"}, openai.BadRequestError, "instructions", "Valid English items"),
-        ({"speed": 50}, openai.BadRequestError, "speed", "must be a number in (0, 10]"),
-        ({"speed": 0}, openai.BadRequestError, "speed", "must be a number in (0, 10]"),
+        ({"speed": 50}, openai.BadRequestError, "speed", "must be a number from 0.1 to 10"),
+        ({"speed": 0}, openai.BadRequestError, "speed", "must be a number from 0.1 to 10"),
         ({"extra_body": {"language": "Klingon"}}, openai.BadRequestError, "language", "Unknown language 'Klingon'"),
     ],
 )

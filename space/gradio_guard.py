@@ -1,0 +1,174 @@
+"""What the Gradio side of the server lets through: the files a request may name, what it logs
+of a refusal or a client gone mid-request, and what is left of its uploads at exit.
+
+A Gradio request names a file by a path (``FileData``); Gradio copies it into its cache, from
+where ``/gradio_api/file=`` serves it to anyone. Gradio refuses paths outside its upload folder
+only once it believes it was launched, which ``gr.mount_gradio_app`` never marks (``launch()``
+sets ``has_launched``; ``processing_utils._check_allowed`` returns early without it), so a
+request could have had any file this process can read, its environment included, copied and
+served. :func:`guard` sets that mark on the mounted page, and ``tests/test_security.py`` tries
+every door that takes a file against planted secrets.
+
+MCP clients name files by strings. Gradio's MCP takes only http(s) URLs (fetched from public
+addresses only) and ``data:`` URIs; :func:`accept_mcp_files` lets its tools take as well what a
+client has on this server: a path that ``POST /gradio_api/upload`` returned, this server's own
+``/gradio_api/file=`` URL (a result to pass on), and an empty string for "not given". A path
+outside the upload folder is refused before anything is read.
+
+Gradio prints a traceback for every error it meets, its own refusals of a request's input
+(a value out of a slider's range, a path not uploaded) included; :func:`quiet_refusals` makes
+those one line of the log, as the server's own refusals are, and leaves tracebacks for the rest;
+:class:`QuietDisconnects` does the same for a client that leaves while sending its request.
+
+Uploads and results live in Gradio's upload folder (``GRADIO_TEMP_DIR``); unless one is set, each
+server process has its own (:func:`own_upload_folder`), removed at a normal stop with whatever
+refused or abandoned uploads left in it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import gradio as gr
+from gradio.utils import get_upload_folder, is_in_or_equal
+from starlette.requests import ClientDisconnect
+
+logger = logging.getLogger(__name__)
+
+FILE_ROUTE = "/gradio_api/file="
+MCP_FILE_HINT = (
+    "give a file as an http(s) URL, a data: URI, or the path that POST /gradio_api/upload returned for it"
+)
+
+
+def guard(demo: gr.Blocks) -> None:
+    """Gradio's own file checks on for a page mounted in another app, as ``launch()`` turns them
+    on: a request may name only files in the upload folder."""
+    demo.has_launched = True
+    if demo.mcp_server_obj is not None:
+        accept_mcp_files(demo)
+    quiet_refusals()
+
+
+class _Tracebacks:
+    """``traceback`` for Gradio's queue, whose ``print_exc`` logs a refused input as one line."""
+
+    def __getattr__(self, name):
+        return getattr(traceback, name)
+
+    @staticmethod
+    def print_exc(*args, **kwargs) -> None:
+        error = sys.exc_info()[1]
+        if isinstance(error, (gr.Error, ValueError)):  # the request's input, checked by Gradio
+            logger.info("refused a request: %s", str(error).splitlines()[0] if str(error) else type(error).__name__)
+        else:
+            traceback.print_exc(*args, **kwargs)
+
+
+def quiet_refusals() -> None:
+    import gradio.queueing
+
+    gradio.queueing.traceback = _Tracebacks()
+
+
+def uploaded(path: str) -> str | None:
+    """``path`` when it is a file in Gradio's upload folder (links resolved), else None."""
+    try:
+        resolved = Path(os.path.abspath(path)).resolve()
+        return str(resolved) if resolved.is_file() and is_in_or_equal(resolved, get_upload_folder()) else None
+    except (OSError, ValueError):
+        return None
+
+
+def accept_mcp_files(demo: gr.Blocks) -> None:
+    """The MCP tools' file arguments: "" for none, an uploaded path or this server's file URL as
+    that file, anything else as Gradio's MCP takes it (an http(s) URL, a ``data:`` URI)."""
+    import gradio.mcp
+
+    gradio.mcp.DEFAULT_TEMP_DIR = get_upload_folder()  # where it saves data: URIs, read at its import
+    server = demo.mcp_server_obj
+    convert = server.convert_strings_to_filedata
+
+    def own_host() -> str | None:
+        request = server.mcp_server.request_context.request
+        return request.headers.get("host") if request is not None else None
+
+    def local(value: str):
+        if not value.strip():
+            return None  # not given
+        parts = urlsplit(value)
+        if parts.scheme in ("http", "https") and FILE_ROUTE in value and parts.netloc == own_host():
+            path = uploaded(unquote(value.split(FILE_ROUTE, 1)[1].split("?", 1)[0]))
+            if path is None:
+                raise ValueError(f"that file is not on this server any more; {MCP_FILE_HINT}")
+            return {"path": path, "meta": {"_type": "gradio.FileData"}, "orig_name": Path(path).name}
+        if parts.scheme in ("http", "https", "data"):
+            return value  # Gradio's MCP fetches it (public addresses only) or decodes it
+        path = uploaded(value)
+        if path is None:
+            raise ValueError(f"a file argument is not a URL nor a file uploaded to this server; {MCP_FILE_HINT}")
+        return {"path": path, "meta": {"_type": "gradio.FileData"}, "orig_name": Path(path).name}
+
+    def convert_files(arguments, positions):
+        if isinstance(arguments, dict):
+            arguments = {
+                name: local(value) if [name] in positions and isinstance(value, str) else value
+                for name, value in arguments.items()
+            }
+        return convert(arguments, positions)
+
+    server.convert_strings_to_filedata = convert_files
+
+
+class QuietDisconnects:
+    """ASGI middleware: a client that went away while sending its request is one line of the log,
+    not an "Exception in ASGI application" traceback (nobody is there to answer)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await self.app(scope, receive, send)
+        except ClientDisconnect:
+            logger.info("a client went away while sending its request to %s", scope.get("path"))
+
+
+def own_upload_folder() -> Callable[[], None]:
+    """Gradio's upload folder for this process alone (before the page is built), unless
+    ``GRADIO_TEMP_DIR`` names one; returns what to do at a normal stop: remove it, or, for a
+    folder named by the environment, :func:`prune_uploads`."""
+    if os.environ.get("GRADIO_TEMP_DIR"):
+        return prune_uploads
+    folder = tempfile.mkdtemp(prefix="omnivoice-uploads-")
+    os.environ["GRADIO_TEMP_DIR"] = folder
+    return lambda: shutil.rmtree(folder, ignore_errors=True)
+
+
+def prune_uploads() -> None:
+    """At a normal stop, after Gradio has deleted the files it made: the empty folders and
+    zero-byte files that refused uploads leave in the upload folder."""
+    root = Path(get_upload_folder())
+    if not root.is_dir():
+        return
+    for folder, _subfolders, files in os.walk(root, topdown=False):
+        for name in files:
+            path = Path(folder) / name
+            try:
+                if not path.is_symlink() and path.stat().st_size == 0:
+                    path.unlink()
+            except OSError:
+                continue
+        if Path(folder) != root:
+            try:
+                Path(folder).rmdir()  # only when empty
+            except OSError:
+                continue
