@@ -58,12 +58,16 @@ PRESET_LABELS = {
     "fast": "fast: 12 steps, prompt cache, guidance reuse",
 }
 LANGUAGES = ["Auto"] + sorted(language_display_name(name) for name in LANG_NAME_TO_ID)
-GENDERS, AGES, PITCHES, STYLES = (sorted({x for x in INSTRUCT_EXCLUSIVE[i] if x.isascii()}) for i in range(4))
+GENDERS, AGES, PITCHES, STYLES = (
+    sorted({x for x in INSTRUCT_EXCLUSIVE[i] if x.isascii()}) for i in range(4)
+)
 ACCENTS, DIALECTS = sorted(INSTRUCT_EXCLUSIVE[4]), sorted(INSTRUCT_EXCLUSIVE[5])
 # The page plays a long text's first piece while the rest is made; Gradio encodes streamed audio
 # with ffmpeg (packages.txt), and without it the page shows the whole result at the end.
 STREAMING = shutil.which("ffmpeg") is not None
-SENTENCES_LABEL = "Sentence by sentence: the first audio sooner (prosody can break where sentences join)"
+SENTENCES_LABEL = (
+    "Sentence by sentence: the first audio sooner (prosody can break where sentences join)"
+)
 REFERENCE_TIPS = (
     "A good reference: 3-10 s of one person speaking clearly, little background noise, in the language "
     "you will synthesize. Its transcript is filled in when you record or upload it: check it, or type "
@@ -96,9 +100,11 @@ def language_arg(language) -> str | None:
 def result_line(speech: Speech, seed: int, reused: bool = False) -> str:
     meta = speech.metadata
     reference = "; the reference's encoding was reused" if reused else ""
-    return (f"{meta['seconds']:.2f} s of audio in {meta['timings']['total']:.2f} s "
-            f"(real-time factor {meta['rtf']:.2f}), {meta['precision']}, {meta['steps']} steps, seed {seed}"
-            f"{reference}")  # fmt: skip
+    return (
+        f"{meta['seconds']:.2f} s of audio in {meta['timings']['total']:.2f} s "
+        f"(real-time factor {meta['rtf']:.2f}), {meta['precision']}, {meta['steps']} steps, seed {seed}"
+        f"{reference}"
+    )
 
 
 def refused(message: str, visible: bool = True) -> gr.Error:
@@ -143,33 +149,56 @@ def as_messages():
 def prepared(voices: Voices, precision: str, progress, request: dict, should_stop):
     """``Voices.prepared`` (load, wait in line, encode the reference) with the errors as messages;
     a request whose client went away leaves the line."""
-    with as_messages(), voices.prepared(precision, request, progress, should_stop=should_stop) as ready:
+    with (
+        as_messages(),
+        voices.prepared(precision, request, progress, should_stop=should_stop) as ready,
+    ):
         yield ready
 
 
-def run_synthesis(voices: Voices, precision: str, progress, **kwargs) -> tuple[tuple[int, np.ndarray], str]:
+def run_synthesis(
+    voices: Voices, precision: str, progress, **kwargs
+) -> tuple[tuple[int, np.ndarray], str]:
     """Load the precision, synthesize with a step-by-step progress bar, turn errors into gr.Error."""
     gone = abandoned()
     with prepared(voices, precision, progress, kwargs, gone) as (voice, request, reused):
         speech = voice.generate(progress=step_progress(progress), should_stop=gone, **request)
-    return (speech.sample_rate, pcm16(speech.waveform)), result_line(speech, kwargs.get("seed", 0), reused)
+    return (speech.sample_rate, pcm16(speech.waveform)), result_line(
+        speech, kwargs.get("seed", 0), reused
+    )
 
 
-def stream_synthesis(voices: Voices, precision: str, progress, sentences: bool = False, **kwargs) -> Iterator[tuple]:
+def stream_synthesis(
+    voices: Voices, precision: str, progress, sentences: bool = False, **kwargs
+) -> Iterator[tuple]:
     """``run_synthesis`` for the page: each piece goes to the player as soon as it is made (when
     ``STREAMING``), then the pieces joined (what was played) become the result to download.
     Yields (piece, whole, info)."""
     parts: list[Speech] = []
     gone = abandoned()
     with prepared(voices, precision, progress, kwargs, gone) as (voice, request, reused):
-        stream = voice.stream(progress=step_progress(progress), should_stop=gone, sentences=sentences, **request)
+        stream = voice.stream(
+            progress=step_progress(progress), should_stop=gone, sentences=sentences, **request
+        )
         for part in stream:
             parts.append(part)
             done, count = part.metadata["piece"] + 1, part.metadata["pieces"]
-            note = f"Playing piece {done} of {count} while the rest is made…" if done < count else "Finishing…"
-            yield (part.sample_rate, pcm16(part.waveform)) if STREAMING else gr.skip(), gr.skip(), note
+            note = (
+                f"Playing piece {done} of {count} while the rest is made…"
+                if done < count
+                else "Finishing…"
+            )
+            yield (
+                (part.sample_rate, pcm16(part.waveform)) if STREAMING else gr.skip(),
+                gr.skip(),
+                note,
+            )
     speech = Speech.join(parts)
-    yield gr.skip(), (speech.sample_rate, pcm16(speech.waveform)), result_line(speech, kwargs.get("seed", 0), reused)
+    yield (
+        gr.skip(),
+        (speech.sample_rate, pcm16(speech.waveform)),
+        result_line(speech, kwargs.get("seed", 0), reused),
+    )
 
 
 def step_progress(progress) -> Callable[[int, int], None]:
@@ -192,7 +221,11 @@ def prompt_file() -> Path:
     for old in folder.glob("*.npz"):
         if time.time() - old.stat().st_mtime > 3600:
             old.unlink(missing_ok=True)
-    return Path(tempfile.mkstemp(prefix=f"voice-{time.strftime('%Y%m%d-%H%M%S')}-", suffix=".npz", dir=folder)[1])
+    return Path(
+        tempfile.mkstemp(
+            prefix=f"voice-{time.strftime('%Y%m%d-%H%M%S')}-", suffix=".npz", dir=folder
+        )[1]
+    )
 
 
 # ----------------------------------------------------------------------------- event handlers
@@ -203,29 +236,86 @@ def make_handlers(voices: Voices, default: str):
     and the page's (pieces as they are made, when ``STREAMING``); all share the voices, their
     line and their messages."""
 
-    def tts_request(text, language, instruct, num_step, guidance, speed, duration, seed, randomize_seed, denoise,
-                    postprocess, preset) -> dict:  # fmt: skip
+    def tts_request(
+        text,
+        language,
+        instruct,
+        num_step,
+        guidance,
+        speed,
+        duration,
+        seed,
+        randomize_seed,
+        denoise,
+        postprocess,
+        preset,
+    ) -> dict:
         with as_messages():
             return dict(
-                text=text, language=language_arg(language), instruct=instruct or None,
+                text=text,
+                language=language_arg(language),
+                instruct=instruct or None,
                 seed=resolve_seed(seed, randomize_seed),
-                **settings_kwargs(num_step, guidance, speed, duration, denoise, postprocess, preset),
-            )  # fmt: skip
+                **settings_kwargs(
+                    num_step, guidance, speed, duration, denoise, postprocess, preset
+                ),
+            )
 
-    def clone_request(text, ref_audio, ref_text, voice_prompt, language, num_step, guidance, speed, duration, seed,
-                      randomize_seed, denoise, postprocess, preset) -> dict:  # fmt: skip
+    def clone_request(
+        text,
+        ref_audio,
+        ref_text,
+        voice_prompt,
+        language,
+        num_step,
+        guidance,
+        speed,
+        duration,
+        seed,
+        randomize_seed,
+        denoise,
+        postprocess,
+        preset,
+    ) -> dict:
         if not ref_audio and not voice_prompt:
             raise refused("Record or upload a reference voice (or load a voice prompt file) first.")
-        request = tts_request(text, language, None, num_step, guidance, speed, duration, seed, randomize_seed, denoise,
-                              postprocess, preset)  # fmt: skip
-        return {**request, "ref_audio": None if voice_prompt else ref_audio,
-                "ref_text": None if voice_prompt else ref_text, "voice_prompt": voice_prompt or None}  # fmt: skip
+        request = tts_request(
+            text,
+            language,
+            None,
+            num_step,
+            guidance,
+            speed,
+            duration,
+            seed,
+            randomize_seed,
+            denoise,
+            postprocess,
+            preset,
+        )
+        return {
+            **request,
+            "ref_audio": None if voice_prompt else ref_audio,
+            "ref_text": None if voice_prompt else ref_text,
+            "voice_prompt": voice_prompt or None,
+        }
 
-    def synthesize(text, language="Auto", instruct=None, precision=default, num_step=DEFAULTS["num_step"],
-                   guidance=DEFAULTS["guidance"],
-                   speed=1.0, duration=0.0, seed=0, randomize_seed=DEFAULTS["randomize_seed"], denoise=True,
-                   postprocess=True, preset=APP_PRESET,
-                   progress=gr.Progress()):  # fmt: skip
+    def synthesize(
+        text,
+        language="Auto",
+        instruct=None,
+        precision=default,
+        num_step=DEFAULTS["num_step"],
+        guidance=DEFAULTS["guidance"],
+        speed=1.0,
+        duration=0.0,
+        seed=0,
+        randomize_seed=DEFAULTS["randomize_seed"],
+        denoise=True,
+        postprocess=True,
+        preset=APP_PRESET,
+        progress=gr.Progress(),
+    ):
         """Speak a text in a new voice: chosen by the model, or designed from a short description.
         Takes about 3 s of work per second of speech on a 2-core CPU (balanced preset).
 
@@ -246,15 +336,40 @@ def make_handlers(voices: Voices, default: str):
         Returns:
             The speech as a 24 kHz wav file, and one line saying its length, time taken and seed.
         """
-        request = tts_request(text, language, instruct, num_step, guidance, speed, duration, seed, randomize_seed,
-                              denoise, postprocess, preset)  # fmt: skip
+        request = tts_request(
+            text,
+            language,
+            instruct,
+            num_step,
+            guidance,
+            speed,
+            duration,
+            seed,
+            randomize_seed,
+            denoise,
+            postprocess,
+            preset,
+        )
         return run_synthesis(voices, precision, progress, **request)
 
-    def clone(text, ref_audio=None, ref_text=None, voice_prompt=None, language="Auto", precision=default,
-              num_step=DEFAULTS["num_step"],
-              guidance=DEFAULTS["guidance"], speed=1.0, duration=0.0, seed=0,
-              randomize_seed=DEFAULTS["randomize_seed"], denoise=True, postprocess=True, preset=APP_PRESET,
-              progress=gr.Progress()):  # fmt: skip
+    def clone(
+        text,
+        ref_audio=None,
+        ref_text=None,
+        voice_prompt=None,
+        language="Auto",
+        precision=default,
+        num_step=DEFAULTS["num_step"],
+        guidance=DEFAULTS["guidance"],
+        speed=1.0,
+        duration=0.0,
+        seed=0,
+        randomize_seed=DEFAULTS["randomize_seed"],
+        denoise=True,
+        postprocess=True,
+        preset=APP_PRESET,
+        progress=gr.Progress(),
+    ):
         """Speak a text in the voice of a reference recording (or of a voice prompt saved earlier).
 
         Args:
@@ -276,21 +391,97 @@ def make_handlers(voices: Voices, default: str):
         Returns:
             The speech as a 24 kHz wav file, and one line saying its length, time taken and seed.
         """
-        request = clone_request(text, ref_audio, ref_text, voice_prompt, language, num_step, guidance, speed,
-                                duration, seed, randomize_seed, denoise, postprocess, preset)  # fmt: skip
+        request = clone_request(
+            text,
+            ref_audio,
+            ref_text,
+            voice_prompt,
+            language,
+            num_step,
+            guidance,
+            speed,
+            duration,
+            seed,
+            randomize_seed,
+            denoise,
+            postprocess,
+            preset,
+        )
         return run_synthesis(voices, precision, progress, **request)
 
-    def synthesize_page(text, language, instruct, precision, num_step, guidance, speed, duration, seed,
-                        randomize_seed, denoise, postprocess, preset, sentences, progress=gr.Progress()):  # fmt: skip
-        request = tts_request(text, language, instruct, num_step, guidance, speed, duration, seed, randomize_seed,
-                              denoise, postprocess, preset)  # fmt: skip
-        yield from stream_synthesis(voices, precision, progress, sentences=bool(sentences), **request)
+    def synthesize_page(
+        text,
+        language,
+        instruct,
+        precision,
+        num_step,
+        guidance,
+        speed,
+        duration,
+        seed,
+        randomize_seed,
+        denoise,
+        postprocess,
+        preset,
+        sentences,
+        progress=gr.Progress(),
+    ):
+        request = tts_request(
+            text,
+            language,
+            instruct,
+            num_step,
+            guidance,
+            speed,
+            duration,
+            seed,
+            randomize_seed,
+            denoise,
+            postprocess,
+            preset,
+        )
+        yield from stream_synthesis(
+            voices, precision, progress, sentences=bool(sentences), **request
+        )
 
-    def clone_page(text, ref_audio, ref_text, voice_prompt, language, precision, num_step, guidance, speed, duration,
-                   seed, randomize_seed, denoise, postprocess, preset, sentences, progress=gr.Progress()):  # fmt: skip
-        request = clone_request(text, ref_audio, ref_text, voice_prompt, language, num_step, guidance, speed,
-                                duration, seed, randomize_seed, denoise, postprocess, preset)  # fmt: skip
-        yield from stream_synthesis(voices, precision, progress, sentences=bool(sentences), **request)
+    def clone_page(
+        text,
+        ref_audio,
+        ref_text,
+        voice_prompt,
+        language,
+        precision,
+        num_step,
+        guidance,
+        speed,
+        duration,
+        seed,
+        randomize_seed,
+        denoise,
+        postprocess,
+        preset,
+        sentences,
+        progress=gr.Progress(),
+    ):
+        request = clone_request(
+            text,
+            ref_audio,
+            ref_text,
+            voice_prompt,
+            language,
+            num_step,
+            guidance,
+            speed,
+            duration,
+            seed,
+            randomize_seed,
+            denoise,
+            postprocess,
+            preset,
+        )
+        yield from stream_synthesis(
+            voices, precision, progress, sentences=bool(sentences), **request
+        )
 
     def save_voice_prompt(ref_audio, ref_text=None, precision=default, progress=gr.Progress()):
         """Encode a reference recording once as a voice prompt file, to clone that voice again without the recording.
@@ -330,7 +521,12 @@ def make_handlers(voices: Voices, default: str):
 
     def example(text, language, free, progress=gr.Progress()):
         """An example of the page, as the page's defaults make it (seed 0, so a cached result is its result)."""
-        request = tts_request(text, language, design_instruct(*["Any"] * 6, free), **{**DEFAULTS, "randomize_seed": False})
+        request = tts_request(
+            text,
+            language,
+            design_instruct(*["Any"] * 6, free),
+            **{**DEFAULTS, "randomize_seed": False},
+        )
         return run_synthesis(voices, default, progress, **request)
 
     return synthesize, clone, synthesize_page, clone_page, save_voice_prompt, transcribe, example
@@ -342,29 +538,54 @@ def make_handlers(voices: Voices, default: str):
 def settings_panel() -> list:
     with gr.Accordion("Settings", open=False):
         with gr.Row():
-            preset = gr.Radio([(PRESET_LABELS[name], name) for name in PRESETS], value=APP_PRESET, label="Speed preset",
-                              info="balanced is this page's default on a CPU; best is upstream's generation, exactly",
-                              elem_id="preset")  # fmt: skip
-            steps = gr.Slider(1, MAX_STEPS, value=DEFAULTS["num_step"], step=1, label="Unmasking steps")
-            guidance = gr.Slider(0.0, 5.0, value=DEFAULTS["guidance"], step=0.1, label="Guidance scale")
+            preset = gr.Radio(
+                [(PRESET_LABELS[name], name) for name in PRESETS],
+                value=APP_PRESET,
+                label="Speed preset",
+                info="balanced is this page's default on a CPU; best is upstream's generation, exactly",
+                elem_id="preset",
+            )
+            steps = gr.Slider(
+                1, MAX_STEPS, value=DEFAULTS["num_step"], step=1, label="Unmasking steps"
+            )
+            guidance = gr.Slider(
+                0.0, 5.0, value=DEFAULTS["guidance"], step=0.1, label="Guidance scale"
+            )
         with gr.Row():
             speed = gr.Slider(0.5, 2.0, value=1.0, step=0.05, label="Speed")
-            duration = gr.Number(value=0, minimum=0, maximum=600, label="Duration in s (0: automatic)")
+            duration = gr.Number(
+                value=0, minimum=0, maximum=600, label="Duration in s (0: automatic)"
+            )
         with gr.Row():
             seed = gr.Number(value=0, precision=0, label="Seed")
             randomize = gr.Checkbox(value=DEFAULTS["randomize_seed"], label="Randomize seed")
             denoise = gr.Checkbox(value=True, label="Denoise reference")
             postprocess = gr.Checkbox(value=True, label="Trim silences and normalize")
-        preset.change(lambda name: PRESETS[name]["num_step"], preset, steps, api_visibility="private")
+        preset.change(
+            lambda name: PRESETS[name]["num_step"], preset, steps, api_visibility="private"
+        )
     sentences = gr.Checkbox(value=False, label=SENTENCES_LABEL, elem_id="sentences")
-    return [steps, guidance, speed, duration, seed, randomize, denoise, postprocess, preset], sentences
+    return [
+        steps,
+        guidance,
+        speed,
+        duration,
+        seed,
+        randomize,
+        denoise,
+        postprocess,
+        preset,
+    ], sentences
 
 
 def tag_buttons(textbox: gr.Textbox) -> None:
     with gr.Row():
         for tag in NONVERBAL_TAGS:
             gr.Button(f"[{tag}]", size="sm", min_width=60).click(
-                lambda text, t=tag: (text or "") + f"[{t}]", textbox, textbox, api_visibility="private"
+                lambda text, t=tag: (text or "") + f"[{t}]",
+                textbox,
+                textbox,
+                api_visibility="private",
             )
 
 
@@ -376,74 +597,174 @@ def build_demo(config: Config | None = None, voices: Voices | None = None) -> gr
     config, default, offered = voices.config, voices.default, voices.offered
     if config.preload:
         voices.preload(default)
-    synthesize, clone, synthesize_page, clone_page, save_voice_prompt, transcribe, example = make_handlers(voices, default)
+    synthesize, clone, synthesize_page, clone_page, save_voice_prompt, transcribe, example = (
+        make_handlers(voices, default)
+    )
     examples_cache()
     # Uploads and results in Gradio's cache are deleted after an hour, checked every ten minutes.
     with gr.Blocks(title="OmniVoice ONNX", delete_cache=(600, 3600)) as demo:
-        gr.Markdown("# OmniVoice ONNX\nOmnilingual text-to-speech on ONNX Runtime: no PyTorch, fast on a CPU.")
+        gr.Markdown(
+            "# OmniVoice ONNX\nOmnilingual text-to-speech on ONNX Runtime: no PyTorch, fast on a CPU."
+        )
         with gr.Row():
-            precision = gr.Radio(offered, value=default, label="Precision", scale=1, elem_id="precision")
+            precision = gr.Radio(
+                offered, value=default, label="Precision", scale=1, elem_id="precision"
+            )
             precision_info = gr.Markdown(voices.describe(default), elem_id="precision-info")
         precision.change(voices.describe, precision, precision_info, api_visibility="private")
         # While a load is under way, the precision line follows it (outside the synthesis queue).
         watch = gr.Timer(1.0, active=config.preload)
-        watch.tick(lambda p: (voices.describe(p), gr.Timer(active=bool(voices.activity))), precision,
-                   [precision_info, watch], queue=False, show_progress="hidden", api_visibility="private")  # fmt: skip
+        watch.tick(
+            lambda p: (voices.describe(p), gr.Timer(active=bool(voices.activity))),
+            precision,
+            [precision_info, watch],
+            queue=False,
+            show_progress="hidden",
+            api_visibility="private",
+        )
         with gr.Tabs():
             with gr.Tab("Text to speech", id="tts"):
-                text = gr.Textbox(DEFAULT_TEXT, label="Text", lines=4, placeholder="What should be said?", elem_id="tts-text")
+                text = gr.Textbox(
+                    DEFAULT_TEXT,
+                    label="Text",
+                    lines=4,
+                    placeholder="What should be said?",
+                    elem_id="tts-text",
+                )
                 tag_buttons(text)
-                language = gr.Dropdown(LANGUAGES, value="Auto", label="Language", filterable=True, allow_custom_value=True)
+                language = gr.Dropdown(
+                    LANGUAGES,
+                    value="Auto",
+                    label="Language",
+                    filterable=True,
+                    allow_custom_value=True,
+                )
                 with gr.Accordion("Voice design", open=False):
                     with gr.Row():
-                        controls = [gr.Dropdown(["Any"] + options, value="Any", label=label) for label, options in
-                                    (("Gender", GENDERS), ("Age", AGES), ("Pitch", PITCHES), ("Style", STYLES),
-                                     ("English accent", ACCENTS), ("Chinese dialect", DIALECTS))]  # fmt: skip
-                    free = gr.Textbox(label="Or describe it yourself", placeholder="female, low pitch, british accent")
+                        controls = [
+                            gr.Dropdown(["Any"] + options, value="Any", label=label)
+                            for label, options in (
+                                ("Gender", GENDERS),
+                                ("Age", AGES),
+                                ("Pitch", PITCHES),
+                                ("Style", STYLES),
+                                ("English accent", ACCENTS),
+                                ("Chinese dialect", DIALECTS),
+                            )
+                        ]
+                    free = gr.Textbox(
+                        label="Or describe it yourself",
+                        placeholder="female, low pitch, british accent",
+                    )
                 instruct = gr.Textbox(label="Instruct sent to the model", interactive=False)
                 for control in controls + [free]:
-                    control.change(design_instruct, controls + [free], instruct, api_visibility="private")
+                    control.change(
+                        design_instruct, controls + [free], instruct, api_visibility="private"
+                    )
                 tts_button = gr.Button("Generate", variant="primary", elem_id="tts-generate")
             with gr.Tab("Voice cloning", id="clone"):
                 gr.Markdown(REFERENCE_TIPS)
-                ref_audio = gr.Audio(sources=["microphone", "upload"], type="filepath", label="Reference voice", elem_id="ref-audio")
-                ref_text = gr.Textbox(label="What the reference says (transcribed for you; editable)", lines=2,
-                                      elem_id="ref-text")  # fmt: skip
+                ref_audio = gr.Audio(
+                    sources=["microphone", "upload"],
+                    type="filepath",
+                    label="Reference voice",
+                    elem_id="ref-audio",
+                )
+                ref_text = gr.Textbox(
+                    label="What the reference says (transcribed for you; editable)",
+                    lines=2,
+                    elem_id="ref-text",
+                )
                 with gr.Row():
-                    prompt_file = gr.File(label="Voice prompt (.npz), instead of the audio", file_types=[".npz"], type="filepath")
+                    prompt_file = gr.File(
+                        label="Voice prompt (.npz), instead of the audio",
+                        file_types=[".npz"],
+                        type="filepath",
+                    )
                     saved_prompt = gr.File(label="Saved voice prompt", interactive=False)
                 save_button = gr.Button("Save this voice as a prompt file")
-                clone_text = gr.Textbox(label="Text to say in this voice", lines=3, elem_id="clone-text")
-                clone_language = gr.Dropdown(LANGUAGES, value="Auto", label="Language", filterable=True, allow_custom_value=True)
+                clone_text = gr.Textbox(
+                    label="Text to say in this voice", lines=3, elem_id="clone-text"
+                )
+                clone_language = gr.Dropdown(
+                    LANGUAGES,
+                    value="Auto",
+                    label="Language",
+                    filterable=True,
+                    allow_custom_value=True,
+                )
                 clone_button = gr.Button("Generate", variant="primary", elem_id="clone-generate")
         settings, sentences = settings_panel()
-        player = gr.Audio(label="Result, played as it is made", type="numpy", streaming=True, autoplay=True,
-                          interactive=False, visible=STREAMING, elem_id="result-stream")  # fmt: skip
-        output = gr.Audio(label="Whole result (wav)" if STREAMING else "Result", type="numpy", interactive=False,
-                          elem_id="result-audio")  # fmt: skip
+        player = gr.Audio(
+            label="Result, played as it is made",
+            type="numpy",
+            streaming=True,
+            autoplay=True,
+            interactive=False,
+            visible=STREAMING,
+            elem_id="result-stream",
+        )
+        output = gr.Audio(
+            label="Whole result (wav)" if STREAMING else "Result",
+            type="numpy",
+            interactive=False,
+            elem_id="result-audio",
+        )
         info = gr.Markdown(elem_id="result-info")
         # A click fills the text, the language and the voice design, and plays the example (made once, then kept).
-        gr.Examples(EXAMPLES, [text, language, free], [output, info], fn=example, run_on_click=True,
-                    cache_examples=True, cache_mode="lazy", api_visibility="private", elem_id="examples")  # fmt: skip
+        gr.Examples(
+            EXAMPLES,
+            [text, language, free],
+            [output, info],
+            fn=example,
+            run_on_click=True,
+            cache_examples=True,
+            cache_mode="lazy",
+            api_visibility="private",
+            elem_id="examples",
+        )
 
         # The page's buttons: pieces to the player as they are made, then the whole result.
         tts_inputs = [text, language, instruct, precision, *settings]
-        clone_inputs = [clone_text, ref_audio, ref_text, prompt_file, clone_language, precision, *settings]
-        for button, handler, inputs in ((tts_button, synthesize_page, tts_inputs), (clone_button, clone_page, clone_inputs)):
-            button.click(handler, [*inputs, sentences], [player, output, info], api_visibility="private").then(
-                voices.describe, precision, precision_info, api_visibility="private"
-            )
+        clone_inputs = [
+            clone_text,
+            ref_audio,
+            ref_text,
+            prompt_file,
+            clone_language,
+            precision,
+            *settings,
+        ]
+        for button, handler, inputs in (
+            (tts_button, synthesize_page, tts_inputs),
+            (clone_button, clone_page, clone_inputs),
+        ):
+            button.click(
+                handler, [*inputs, sentences], [player, output, info], api_visibility="private"
+            ).then(voices.describe, precision, precision_info, api_visibility="private")
         # The API's stable endpoints (gradio_client): the whole result at the end, from buttons the page does not show.
-        for api_name, handler, inputs in (("synthesize", synthesize, tts_inputs), ("clone", clone, clone_inputs)):
+        for api_name, handler, inputs in (
+            ("synthesize", synthesize, tts_inputs),
+            ("clone", clone, clone_inputs),
+        ):
             gr.Button(visible=False).click(handler, inputs, [output, info], api_name=api_name)
-        save_button.click(save_voice_prompt, [ref_audio, ref_text, precision], saved_prompt, api_name="save_voice_prompt")
+        save_button.click(
+            save_voice_prompt,
+            [ref_audio, ref_text, precision],
+            saved_prompt,
+            api_name="save_voice_prompt",
+        )
         # A recorded or uploaded reference fills the transcript box, which stays editable.
         ref_audio.upload(transcribe, [ref_audio, clone_language], ref_text, api_name="transcribe")
-        ref_audio.stop_recording(transcribe, [ref_audio, clone_language], ref_text, api_visibility="private")
+        ref_audio.stop_recording(
+            transcribe, [ref_audio, clone_language], ref_text, api_visibility="private"
+        )
     return demo
 
 
-def build_server(config: Config, voice_dir: str | None = None, api_key: str | None = None, mcp: bool = False):
+def build_server(
+    config: Config, voice_dir: str | None = None, api_key: str | None = None, mcp: bool = False
+):
     """One FastAPI app for every door: the OpenAI-compatible routes under /v1, the Gradio page and
     its API at /, and, with ``mcp``, Gradio's MCP server at /gradio_api/mcp. One ``Voices``: one
     line of requests, one set of loaded models and caches."""
@@ -461,47 +782,97 @@ def build_server(config: Config, voice_dir: str | None = None, api_key: str | No
     # room beside it for requests that are downloading or loading another precision.
     workers = config.concurrency + len(PRECISIONS)
     demo.queue(default_concurrency_limit=workers, max_size=workers + config.max_waiting)
-    server = gr.mount_gradio_app(server, demo, path="/", mcp_server=mcp, max_file_size=MAX_UPLOAD, show_error=True,
-                                 app_kwargs={"docs_url": None, "redoc_url": None, "openapi_url": None})  # fmt: skip
+    server = gr.mount_gradio_app(
+        server,
+        demo,
+        path="/",
+        mcp_server=mcp,
+        max_file_size=MAX_UPLOAD,
+        show_error=True,
+        app_kwargs={"docs_url": None, "redoc_url": None, "openapi_url": None},
+    )
     gradio_guard.guard(demo)  # requests name only uploaded files (mounting alone checks none)
     return server
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="OmniVoice ONNX Space")
-    parser.add_argument("--artifacts", default=os.environ.get("OMNIVOICE_ARTIFACTS"),
-                        help="artifact folder or Hub repo (env OMNIVOICE_ARTIFACTS; default: $OMNIVOICE_REPO "
-                        "or onnx-community/OmniVoice-Onnx)")  # fmt: skip
-    parser.add_argument("--precision", choices=list(PRECISIONS), default=os.environ.get("OMNIVOICE_PRECISION", "int4"))
+    parser.add_argument(
+        "--artifacts",
+        default=os.environ.get("OMNIVOICE_ARTIFACTS"),
+        help="artifact folder or Hub repo (env OMNIVOICE_ARTIFACTS; default: $OMNIVOICE_REPO "
+        "or onnx-community/OmniVoice-Onnx)",
+    )
+    parser.add_argument(
+        "--precision",
+        choices=list(PRECISIONS),
+        default=os.environ.get("OMNIVOICE_PRECISION", "int4"),
+    )
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
-    parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
-    parser.add_argument("--concurrency", type=int, default=int(os.environ.get("OMNIVOICE_CONCURRENCY", "1")),
-                        help="syntheses at once (default 1: one request uses every core)")  # fmt: skip
-    parser.add_argument("--max-waiting", type=int, default=int(os.environ.get("OMNIVOICE_MAX_WAITING", MAX_WAITING)),
-                        help=f"requests waiting in line, all doors together (default {MAX_WAITING}); more get 'busy'")  # fmt: skip
-    parser.add_argument("--threads", type=int, default=None, help="ONNX Runtime threads per session")
-    parser.add_argument("--asr-model", default=os.environ.get("OMNIVOICE_ASR_MODEL"),
-                        help="speech recogniser for references: a Whisper folder or Hub repo (onnx-community "
-                        "format; env OMNIVOICE_ASR_MODEL; default onnx-community/whisper-base; 'none': off)")  # fmt: skip
-    parser.add_argument("--voices", default=os.environ.get("OMNIVOICE_VOICES"),
-                        help="folder of saved voice prompts (NAME.npz), voices of the OpenAI endpoint (env OMNIVOICE_VOICES)")  # fmt: skip
-    parser.add_argument("--mcp", action="store_true", default=os.environ.get("GRADIO_MCP_SERVER", "").lower() == "true",
-                        help="serve the tools over MCP at /gradio_api/mcp (env GRADIO_MCP_SERVER=true)")  # fmt: skip
+    parser.add_argument(
+        "--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860"))
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=int(os.environ.get("OMNIVOICE_CONCURRENCY", "1")),
+        help="syntheses at once (default 1: one request uses every core)",
+    )
+    parser.add_argument(
+        "--max-waiting",
+        type=int,
+        default=int(os.environ.get("OMNIVOICE_MAX_WAITING", MAX_WAITING)),
+        help=f"requests waiting in line, all doors together (default {MAX_WAITING}); more get 'busy'",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=None, help="ONNX Runtime threads per session"
+    )
+    parser.add_argument(
+        "--asr-model",
+        default=os.environ.get("OMNIVOICE_ASR_MODEL"),
+        help="speech recogniser for references: a Whisper folder or Hub repo (onnx-community "
+        "format; env OMNIVOICE_ASR_MODEL; default onnx-community/whisper-base; 'none': off)",
+    )
+    parser.add_argument(
+        "--voices",
+        default=os.environ.get("OMNIVOICE_VOICES"),
+        help="folder of saved voice prompts (NAME.npz), voices of the OpenAI endpoint (env OMNIVOICE_VOICES)",
+    )
+    parser.add_argument(
+        "--mcp",
+        action="store_true",
+        default=os.environ.get("GRADIO_MCP_SERVER", "").lower() == "true",
+        help="serve the tools over MCP at /gradio_api/mcp (env GRADIO_MCP_SERVER=true)",
+    )
     args = parser.parse_args(argv)
     if not 0 <= args.max_waiting <= 1000 or args.concurrency < 1:
         parser.error("--max-waiting takes 0 to 1000 requests and --concurrency at least 1")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     import uvicorn
 
-    for chatty in ("httpx", "mcp"):  # a line per request (MCP's calls to the page's API, its sessions)
+    for chatty in (
+        "httpx",
+        "mcp",
+    ):  # a line per request (MCP's calls to the page's API, its sessions)
         logging.getLogger(chatty).setLevel(logging.WARNING)
     clean_up = gradio_guard.own_upload_folder()  # before the page is built: Gradio reads it then
     try:
-        config = Config(args.artifacts, args.precision, args.threads, preload=True, concurrency=args.concurrency,
-                        asr_model=args.asr_model, max_waiting=args.max_waiting)  # fmt: skip
+        config = Config(
+            args.artifacts,
+            args.precision,
+            args.threads,
+            preload=True,
+            concurrency=args.concurrency,
+            asr_model=args.asr_model,
+            max_waiting=args.max_waiting,
+        )
         server = build_server(config, args.voices, os.environ.get("OMNIVOICE_API_KEY"), args.mcp)
-        logger.info("serving on http://%s:%d (OpenAI-compatible: /v1/audio/speech%s)", args.host, args.port,
-                    "; MCP: /gradio_api/mcp" if args.mcp else "")  # fmt: skip
+        logger.info(
+            "serving on http://%s:%d (OpenAI-compatible: /v1/audio/speech%s)",
+            args.host,
+            args.port,
+            "; MCP: /gradio_api/mcp" if args.mcp else "",
+        )
         # uvicorn shuts down gracefully on SIGTERM, then raises it again for the handler it found: this
         # one exits normally, so the clean-up below and atexit's (the examples' temporary folder) run.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

@@ -42,7 +42,12 @@ from omnivoice_rt.manifest import (
 
 logger = logging.getLogger("build_artifacts")
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+    "special_tokens_map.json",
+)
 
 
 @dataclass(frozen=True)
@@ -99,7 +104,11 @@ def resolve_checkpoint(model: str) -> Path:
                 2,
             ) from exc
     if not path.is_dir():
-        raise BuildError("checkpoint", f"{model} does not exist: pass an OmniVoice checkpoint folder or Hub id", 2)
+        raise BuildError(
+            "checkpoint",
+            f"{model} does not exist: pass an OmniVoice checkpoint folder or Hub id",
+            2,
+        )
     config_path = path / "config.json"
     try:
         config = json.loads(config_path.read_text())
@@ -122,7 +131,11 @@ def prepare_output(output: Path) -> None:
         probe = tempfile.NamedTemporaryFile(dir=output, prefix=".write-test-")
         probe.close()
     except OSError as exc:
-        raise BuildError("output", f"cannot write to {output} ({exc.strerror or exc}); choose another --output", 2) from exc
+        raise BuildError(
+            "output",
+            f"cannot write to {output} ({exc.strerror or exc}); choose another --output",
+            2,
+        ) from exc
 
 
 # --------------------------------------------------------------------------- manifest
@@ -139,7 +152,13 @@ def describe_graph(path: Path, root: Path) -> dict:
         for v in items:
             t = v.type.tensor_type
             dims = [d.dim_param or d.dim_value for d in t.shape.dim]
-            out.append({"name": v.name, "dtype": onnx.helper.tensor_dtype_to_np_dtype(t.elem_type).name, "shape": dims})
+            out.append(
+                {
+                    "name": v.name,
+                    "dtype": onnx.helper.tensor_dtype_to_np_dtype(t.elem_type).name,
+                    "shape": dims,
+                }
+            )
         return out
 
     return {
@@ -184,7 +203,15 @@ def tool_versions() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
     found = {}
-    for name in ("torch", "transformers", "omnivoice", "olive-ai", "onnx", "onnxruntime", "onnxruntime-genai"):
+    for name in (
+        "torch",
+        "transformers",
+        "omnivoice",
+        "olive-ai",
+        "onnx",
+        "onnxruntime",
+        "onnxruntime-genai",
+    ):
         try:
             found[name] = version(name)
         except PackageNotFoundError:
@@ -229,7 +256,10 @@ def build_profile(checkpoint: Path, staging: Path, profile: Profile, block_size:
 
     out_dir = staging / profile.dir
     graphs = {}
-    for name, precision in (("audio_embeddings_encoder", profile.encoder), ("audio_heads_decoder", profile.heads)):
+    for name, precision in (
+        ("audio_embeddings_encoder", profile.encoder),
+        ("audio_heads_decoder", profile.heads),
+    ):
         started = time.perf_counter()
         try:
             graphs[name] = export_submodel(checkpoint, name, precision, out_dir, block_size)
@@ -258,14 +288,19 @@ def build_higgs(checkpoint: Path, staging: Path, precision: str) -> dict:
 
     source = checkpoint / "audio_tokenizer"
     if not source.is_dir():
-        raise BuildError("higgs", f"{checkpoint} has no audio_tokenizer/ folder to build the codec from", 2)
+        raise BuildError(
+            "higgs", f"{checkpoint} has no audio_tokenizer/ folder to build the codec from", 2
+        )
     started = time.perf_counter()
     try:
         export_higgs(source, staging / "audio_tokenizer", precision)
     except Exception as exc:  # noqa: BLE001
         raise BuildError("higgs", f"{type(exc).__name__}: {exc}") from exc
     logger.info("higgs: done in %.1f s", time.perf_counter() - started)
-    graphs = {name: describe_graph(staging / "audio_tokenizer" / f"{name}.onnx", staging) for name in GRAPHS}
+    graphs = {
+        name: describe_graph(staging / "audio_tokenizer" / f"{name}.onnx", staging)
+        for name in GRAPHS
+    }
     return {"precision": precision, "fp32_graphs": sorted(FP32_ONLY), "graphs": graphs}
 
 
@@ -289,7 +324,9 @@ def build(args: argparse.Namespace) -> dict:
         if not args.higgs_only:
             profile = PROFILES[args.device]
             block_size = args.block_size or profile.block_size
-            update["profiles"] = {profile.precision: build_profile(checkpoint, staging, profile, block_size)}
+            update["profiles"] = {
+                profile.precision: build_profile(checkpoint, staging, profile, block_size)
+            }
         if args.higgs_only or args.include_higgs:
             update["audio_tokenizer"] = build_higgs(checkpoint, staging, args.higgs_precision)
         for name in TOKENIZER_FILES:
@@ -298,7 +335,9 @@ def build(args: argparse.Namespace) -> dict:
         move_into(staging, output)
     manifest = write_manifest(output, model_section(checkpoint), update, checkpoint.name)
     total = sum(f["bytes"] for f in manifest["files"].values())
-    logger.info("done in %.1f s: %s (%.1f MB in all)", time.perf_counter() - started, output, total / 1e6)
+    logger.info(
+        "done in %.1f s: %s (%.1f MB in all)", time.perf_counter() - started, output, total / 1e6
+    )
     return manifest
 
 
@@ -375,14 +414,29 @@ def fix_published(source: str, output: Path) -> dict:
                     check_bidirectional(session, int(described["model"]["head_dim"]))
             genai = Path(profile["dir"]) / "genai_config.json"
             shutil.copy(safe_join(folder, genai.as_posix()), staging / genai)
-            graphs = {role: describe_graph(staging / spec["file"], staging) for role, spec in profile["graphs"].items()}
-            update["profiles"][precision] = {"dir": profile["dir"], "llm": "published, made bidirectional", "graphs": graphs}
+            graphs = {
+                role: describe_graph(staging / spec["file"], staging)
+                for role, spec in profile["graphs"].items()
+            }
+            update["profiles"][precision] = {
+                "dir": profile["dir"],
+                "llm": "published, made bidirectional",
+                "graphs": graphs,
+            }
         codecs = [("audio_tokenizer", described.get("audio_tokenizer", {}), None)]
-        codecs += [(f"audio_tokenizer/{n}", spec, n) for n, spec in described.get("codec_variants", {}).items()]
+        codecs += [
+            (f"audio_tokenizer/{n}", spec, n)
+            for n, spec in described.get("codec_variants", {}).items()
+        ]
         hop = None
         for name, spec, variant in codecs:
             try:
-                codec = load_codec(folder, spec, int(described["model"]["num_audio_codebook"]), ["CPUExecutionProvider"])
+                codec = load_codec(
+                    folder,
+                    spec,
+                    int(described["model"]["num_audio_codebook"]),
+                    ["CPUExecutionProvider"],
+                )
             except (ArtifactError, KeyError) as exc:
                 notes.append(f"`{name}/` was left out: {exc}")
                 logger.warning("leaving out the codec in %s/: %s", name, exc)
@@ -390,21 +444,37 @@ def fix_published(source: str, output: Path) -> dict:
             hop = hop or codec.hop_length
             for spec_graph in spec["graphs"].values():
                 copy_graph(safe_join(folder, spec_graph["file"]), staging / spec_graph["file"])
-            entry = {"graphs": {role: describe_graph(staging / g["file"], staging) for role, g in spec["graphs"].items()}}
+            entry = {
+                "graphs": {
+                    role: describe_graph(staging / g["file"], staging)
+                    for role, g in spec["graphs"].items()
+                }
+            }
             if variant:
                 update["codec_variants"][variant] = entry
             else:
                 update["audio_tokenizer"] = entry
             notes.append(f"`{name}/` loads and decodes to finite samples (hop {codec.hop_length})")
         if "audio_tokenizer" not in update:
-            raise BuildError("codec", f"no codec of {source} loads ({'; '.join(notes)}); it cannot be fixed here", 1)
+            raise BuildError(
+                "codec",
+                f"no codec of {source} loads ({'; '.join(notes)}); it cannot be fixed here",
+                1,
+            )
         for name in TOKENIZER_FILES:
             if (folder / name).is_file():
                 shutil.copy(folder / name, staging / name)
-        (staging / "README.md").write_text(MODEL_CARD.format(
-            source=source, profiles=", ".join(update["profiles"]), codec="; ".join(notes)))  # fmt: skip
+        (staging / "README.md").write_text(
+            MODEL_CARD.format(
+                source=source, profiles=", ".join(update["profiles"]), codec="; ".join(notes)
+            )
+        )
         move_into(staging, output)
-    model = {**described["model"], "hop_length": hop, "frame_rate": described["model"]["sample_rate"] / hop}
+    model = {
+        **described["model"],
+        "hop_length": hop,
+        "frame_rate": described["model"]["sample_rate"] / hop,
+    }
     manifest = write_manifest(output, model, update, str(source))
     logger.info("fixed %s into %s (%s)", source, output, ", ".join(update["profiles"]))
     return manifest
@@ -418,16 +488,33 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", help="OmniVoice checkpoint folder or Hub id")
-    source.add_argument("--fix-published", metavar="SOURCE",
-                        help="instead of building: turn a published folder or Hub repo (onnx-community/OmniVoice-Onnx) "
-                        "into a corrected one in --output (bidirectional LLM, a working codec, our manifest, a model card)")  # fmt: skip
-    parser.add_argument("--output", required=True, help="artifact folder to write (created if missing)")
-    parser.add_argument("--device", choices=sorted(PROFILES), default="cpu", help="which profile to build (default cpu)")
-    parser.add_argument("--include-higgs", action="store_true", help="also build the codec (audio_tokenizer/)")
+    source.add_argument(
+        "--fix-published",
+        metavar="SOURCE",
+        help="instead of building: turn a published folder or Hub repo (onnx-community/OmniVoice-Onnx) "
+        "into a corrected one in --output (bidirectional LLM, a working codec, our manifest, a model card)",
+    )
+    parser.add_argument(
+        "--output", required=True, help="artifact folder to write (created if missing)"
+    )
+    parser.add_argument(
+        "--device",
+        choices=sorted(PROFILES),
+        default="cpu",
+        help="which profile to build (default cpu)",
+    )
+    parser.add_argument(
+        "--include-higgs", action="store_true", help="also build the codec (audio_tokenizer/)"
+    )
     parser.add_argument("--higgs-only", action="store_true", help="build only the codec")
     parser.add_argument("--higgs-precision", choices=["fp16", "fp32"], default="fp16")
-    parser.add_argument("--block-size", type=int, choices=[16, 32, 64, 128, 256], default=None,
-                        help="block size of the int4/int8 LLM and encoder (default 32 for int4, 128 for int8)")  # fmt: skip
+    parser.add_argument(
+        "--block-size",
+        type=int,
+        choices=[16, 32, 64, 128, 256],
+        default=None,
+        help="block size of the int4/int8 LLM and encoder (default 32 for int4, 128 for int8)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logs and tracebacks")
     return parser.parse_args(argv)
 

@@ -51,7 +51,9 @@ def measure(items: Path, args, workers: int) -> dict:
     watcher = threading.Thread(target=peak_memory, args=(stop, peaks), daemon=True)
     watcher.start()
     started = time.perf_counter()
-    counts = run_batch(items, out, args.model_dir, args.precision, workers=workers, show_progress=False)
+    counts = run_batch(
+        items, out, args.model_dir, args.precision, workers=workers, show_progress=False
+    )
     took = time.perf_counter() - started
     stop.set()
     watcher.join()
@@ -59,8 +61,14 @@ def measure(items: Path, args, workers: int) -> dict:
     audio = sum(r["seconds"] for r in records if r["status"] == "made")
     main = peaks.pop(psutil.Process().pid)
     worker_mb = max(peaks.values()) / 2**20 if peaks else main / 2**20
-    return {"workers": workers, "made": counts["made"], "wall_s": took, "items_per_min": 60 * counts["made"] / took,
-            "rtf": took / audio, "worker_peak_mb": worker_mb}  # fmt: skip
+    return {
+        "workers": workers,
+        "made": counts["made"],
+        "wall_s": took,
+        "items_per_min": 60 * counts["made"] / took,
+        "rtf": took / audio,
+        "worker_peak_mb": worker_mb,
+    }
 
 
 def main() -> int:
@@ -71,15 +79,22 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     items = Path(tempfile.mkdtemp(prefix="batch-items-")) / "items.jsonl"
-    lines = [{"id": f"item{n}", "text": SENTENCES[n % len(SENTENCES)], "seed": n} for n in range(args.items)]
+    lines = [
+        {"id": f"item{n}", "text": SENTENCES[n % len(SENTENCES)], "seed": n}
+        for n in range(args.items)
+    ]
     items.write_text("".join(json.dumps(line) + "\n" for line in lines))
     cpu = psutil.cpu_count(logical=True)
-    print(f"machine: {cpu} CPUs, {psutil.virtual_memory().total / 2**30:.0f} GiB; {args.items} items, {args.precision}, "
-          f"balanced preset")  # fmt: skip
+    print(
+        f"machine: {cpu} CPUs, {psutil.virtual_memory().total / 2**30:.0f} GiB; {args.items} items, {args.precision}, "
+        f"balanced preset"
+    )
     for workers in (1, args.workers):
         row = measure(items, args, workers)
-        print(f"{row['workers']} worker(s): {row['items_per_min']:.2f} items/min, RTF {row['rtf']:.2f}, "
-              f"{row['wall_s']:.1f} s for {row['made']} items, peak {row['worker_peak_mb']:.0f} MB per worker")  # fmt: skip
+        print(
+            f"{row['workers']} worker(s): {row['items_per_min']:.2f} items/min, RTF {row['rtf']:.2f}, "
+            f"{row['wall_s']:.1f} s for {row['made']} items, peak {row['worker_peak_mb']:.0f} MB per worker"
+        )
     return 0
 
 

@@ -44,17 +44,29 @@ import numpy as np  # noqa: E402
 
 FIVE_SECONDS = "This is a benchmark sentence that lasts about five seconds when it is spoken aloud."
 LONG_TEXT = " ".join(
-    f"Paragraph {i} of the long benchmark keeps talking about nothing in particular, so that it lasts." for i in range(8)
+    f"Paragraph {i} of the long benchmark keeps talking about nothing in particular, so that it lasts."
+    for i in range(8)
 )
 CASES = {
     "auto": {"text": FIVE_SECONDS, "duration": 5.0},
-    "clone": {"text": FIVE_SECONDS, "duration": 5.0, "ref_text": "This is the voice I would like you to copy."},
+    "clone": {
+        "text": FIVE_SECONDS,
+        "duration": 5.0,
+        "ref_text": "This is the voice I would like you to copy.",
+    },
     "long": {"text": LONG_TEXT},
 }
 
 
 def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in open("/proc/cpuinfo")
+            if line.startswith("model name")
+        ),
+        "?",
+    )
     return f"{cpu}, {os.cpu_count()} cores, {platform.python_version()}"
 
 
@@ -88,8 +100,15 @@ def run_onnx(voice, case: dict, reference: str | None, seed: int, num_step) -> d
         "decode": t["decode"],
     }
     parts["python"] = t["total"] - sum(parts.values())
-    return {"total": t["total"], "seconds": speech.seconds, "rtf": speech.metadata["rtf"], "codes": speech.codes,
-            "steps": speech.metadata["steps"], "frames": speech.metadata["frames"], **parts}  # fmt: skip
+    return {
+        "total": t["total"],
+        "seconds": speech.seconds,
+        "rtf": speech.metadata["rtf"],
+        "codes": speech.codes,
+        "steps": speech.metadata["steps"],
+        "frames": speech.metadata["frames"],
+        **parts,
+    }
 
 
 def first_audio(voice, preset: str) -> tuple[float, float]:
@@ -100,7 +119,9 @@ def first_audio(voice, preset: str) -> tuple[float, float]:
     first = next(stream)
     streamed = time.perf_counter() - started
     stream.close()
-    alone = voice.generate(first.metadata["text"], seed=0, num_step=preset).metadata["timings"]["total"]
+    alone = voice.generate(first.metadata["text"], seed=0, num_step=preset).metadata["timings"][
+        "total"
+    ]
     return streamed, alone
 
 
@@ -112,21 +133,32 @@ def matmul_throughput(bits: int, block_size: int) -> float:
     import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
-    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+    from onnxruntime.quantization.matmul_nbits_quantizer import (
+        DefaultWeightOnlyQuantConfig,
+        MatMulNBitsQuantizer,
+    )
 
     m, k, n = 512, 1024, 3072
     weight = (np.random.default_rng(0).standard_normal((k, n)) / 32).astype(np.float32)
     graph = helper.make_graph(
-        [helper.make_node("MatMul", ["A", "W"], ["Y"])], "g",
+        [helper.make_node("MatMul", ["A", "W"], ["Y"])],
+        "g",
         [helper.make_tensor_value_info("A", TensorProto.FLOAT, [None, k])],
-        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None, n])], [numpy_helper.from_array(weight, "W")],
-    )  # fmt: skip
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None, n])],
+        [numpy_helper.from_array(weight, "W")],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 9
-    config = DefaultWeightOnlyQuantConfig(block_size=block_size, is_symmetric=True, accuracy_level=4, bits=bits)
-    quantizer = MatMulNBitsQuantizer(onnx.load_from_string(model.SerializeToString()), algo_config=config)
+    config = DefaultWeightOnlyQuantConfig(
+        block_size=block_size, is_symmetric=True, accuracy_level=4, bits=bits
+    )
+    quantizer = MatMulNBitsQuantizer(
+        onnx.load_from_string(model.SerializeToString()), algo_config=config
+    )
     quantizer.process()
-    session = ort.InferenceSession(quantizer.model.model.SerializeToString(), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(
+        quantizer.model.model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
     a = np.random.default_rng(1).standard_normal((m, k)).astype(np.float32)
     session.run(None, {"A": a})
     best = float("inf")
@@ -163,8 +195,12 @@ print(json.dumps({"load_s": loaded, "peak_rss_mb": peak / 1024}))
 
 
 def probe(artifacts: str, precision: str) -> dict:
-    result = subprocess.run([sys.executable, "-c", PROBE, str(ROOT), artifacts, precision, FIVE_SECONDS],
-                            capture_output=True, text=True, check=True)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, str(ROOT), artifacts, precision, FIVE_SECONDS],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -177,14 +213,26 @@ def summary(values: list[float]) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--checkpoint", required=True, help="the full-size OmniVoice checkpoint (PyTorch)")
+    parser.add_argument(
+        "--checkpoint", required=True, help="the full-size OmniVoice checkpoint (PyTorch)"
+    )
     parser.add_argument("--artifacts", required=True, help="artifacts built from it")
-    parser.add_argument("--precisions", default="int4,fp16,int8", help="comma-separated, those built")
+    parser.add_argument(
+        "--precisions", default="int4,fp16,int8", help="comma-separated, those built"
+    )
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--cases", default="auto,clone", help="auto, clone, long")
-    parser.add_argument("--presets", default="best,balanced", help="comma-separated presets of omnivoice_rt.model.PRESETS")
-    parser.add_argument("--first-audio", action="store_true", help="time the long text's first streamed audio "
-                        "(int4, balanced), also without the long case")  # fmt: skip
+    parser.add_argument(
+        "--presets",
+        default="best,balanced",
+        help="comma-separated presets of omnivoice_rt.model.PRESETS",
+    )
+    parser.add_argument(
+        "--first-audio",
+        action="store_true",
+        help="time the long text's first streamed audio "
+        "(int4, balanced), also without the long case",
+    )
     args = parser.parse_args(argv)
 
     import torch
@@ -199,80 +247,128 @@ def main(argv=None) -> int:
     precisions = [p for p in args.precisions.split(",") if p in manifest["profiles"]]
     pytorch = OmniVoice.from_pretrained(args.checkpoint).eval()
     voices = {p: OmniVoiceONNX.load(args.artifacts, p) for p in precisions}
-    reference = write_reference(os.path.join(tempfile.mkdtemp(), "reference.wav"), seconds=5.3, rate=24000, channels=1)
+    reference = write_reference(
+        os.path.join(tempfile.mkdtemp(), "reference.wav"), seconds=5.3, rate=24000, channels=1
+    )
     # engine name -> (precision or "pytorch", num_step or preset); "int4" is the best preset, as before.
     engines = {"pytorch": ("pytorch", 32), "pytorch@16": ("pytorch", 16)}
     for precision in precisions:
         for preset in args.presets.split(","):
-            engines[precision if preset == "best" else f"{precision}/{preset}"] = (precision, preset)
+            engines[precision if preset == "best" else f"{precision}/{preset}"] = (
+                precision,
+                preset,
+            )
         if "balanced" in args.presets.split(","):
             engines[f"{precision}@16"] = (precision, 16)
     results: dict = {}
     for case_name in args.cases.split(","):
         case = CASES[case_name]
         for rep in range(args.reps):
-            for engine, (runner, steps) in engines.items():  # alternate, so drift hits every engine alike
+            for engine, (
+                runner,
+                steps,
+            ) in engines.items():  # alternate, so drift hits every engine alike
                 if runner == "pytorch":
                     run = run_pytorch(pytorch, case, reference, steps)
                 else:
                     run = run_onnx(voices[runner], case, reference, rep, steps)
                 results.setdefault(case_name, {}).setdefault(engine, []).append(run)
-                print(f"  {case_name} rep {rep} {engine}: {run['seconds']:.2f} s audio, rtf {run['rtf']:.2f}", flush=True)
+                print(
+                    f"  {case_name} rep {rep} {engine}: {run['seconds']:.2f} s audio, rtf {run['rtf']:.2f}",
+                    flush=True,
+                )
 
-    print("\ncase   engine          RTF median [range]  vs pt@32  vs pt@same  s/step  encoder    LLM  heads decode python")
+    print(
+        "\ncase   engine          RTF median [range]  vs pt@32  vs pt@same  s/step  encoder    LLM  heads decode python"
+    )
     speedups: dict = {}
     for case_name, by_engine in results.items():
-        base = {steps: statistics.median(r["rtf"] for r in by_engine[name])
-                for name, (runner, steps) in engines.items() if runner == "pytorch"}  # fmt: skip
+        base = {
+            steps: statistics.median(r["rtf"] for r in by_engine[name])
+            for name, (runner, steps) in engines.items()
+            if runner == "pytorch"
+        }
         for engine, runs in by_engine.items():
             rtf = [r["rtf"] for r in runs]
             speed = base[32] / statistics.median(rtf)
             speedups[(case_name, engine)] = speed
-            steps = runs[0].get("steps", engines[engine][1]) // max(1, len(runs[0].get("codes", [0])))
+            steps = runs[0].get("steps", engines[engine][1]) // max(
+                1, len(runs[0].get("codes", [0]))
+            )
             same = f"{base[steps] / statistics.median(rtf):10.2f}" if steps in base else " " * 10
             if engines[engine][0] == "pytorch":
                 print(f"{case_name:6s} {engine:14s} {summary(rtf)}  {speed:7.2f}  {same}")
                 continue
             per_step = statistics.median(r["total"] / r["steps"] for r in runs)
-            split = " ".join(f"{statistics.median(r[k] for r in runs):6.2f}" for k in ("encoder", "llm", "heads", "decode", "python"))
-            print(f"{case_name:6s} {engine:14s} {summary(rtf)}  {speed:7.2f}  {same}  {per_step:6.3f}  {split}")
+            split = " ".join(
+                f"{statistics.median(r[k] for r in runs):6.2f}"
+                for k in ("encoder", "llm", "heads", "decode", "python")
+            )
+            print(
+                f"{case_name:6s} {engine:14s} {summary(rtf)}  {speed:7.2f}  {same}  {per_step:6.3f}  {split}"
+            )
         for precision in precisions:  # how far balanced is from the exact path at its 16 steps
             exact, cached = by_engine.get(f"{precision}@16"), by_engine.get(f"{precision}/balanced")
             if exact and cached:
                 agree = statistics.median(
-                    float(np.mean([(a == b).mean() for a, b in zip(x["codes"], y["codes"], strict=True)]))
+                    float(
+                        np.mean(
+                            [(a == b).mean() for a, b in zip(x["codes"], y["codes"], strict=True)]
+                        )
+                    )
                     for x, y in zip(exact, cached, strict=True)
-                )  # fmt: skip
-                print(f"{case_name:6s} {precision}/balanced: {agree:.2f} of its codes equal the exact path's at 16 steps")
+                )
+                print(
+                    f"{case_name:6s} {precision}/balanced: {agree:.2f} of its codes equal the exact path's at 16 steps"
+                )
 
-    probed = "int4" if "int4" in precisions else precisions[0]  # the Hub's default, else what was built
+    probed = (
+        "int4" if "int4" in precisions else precisions[0]
+    )  # the Hub's default, else what was built
     memory = probe(args.artifacts, probed)
-    print(f"\n{probed} in a fresh process: load {memory['load_s']:.2f} s, peak resident memory {memory['peak_rss_mb']:.0f} MB")
+    print(
+        f"\n{probed} in a fresh process: load {memory['load_s']:.2f} s, peak resident memory {memory['peak_rss_mb']:.0f} MB"
+    )
     rtf_auto = 0.0
-    if "auto" in results and "int4" in results["auto"]:  # one chunk, so the token count below is exact
+    if (
+        "auto" in results and "int4" in results["auto"]
+    ):  # one chunk, so the token count below is exact
         int4 = manifest["profiles"]["int4"]
         best = matmul_throughput(4, int4.get("llm_block_size") or 32)
         runs = results["auto"]["int4"]
         rtf_auto = statistics.median(r["rtf"] for r in runs)
-        tokens = statistics.median(r["frames"] for r in runs) * 2 + 30  # cond (prompt + target) and uncond rows
+        tokens = (
+            statistics.median(r["frames"] for r in runs) * 2 + 30
+        )  # cond (prompt + target) and uncond rows
         gop_step = llm_gop_per_token(manifest) * tokens
         achieved = gop_step * statistics.median(r["steps"] / r["llm"] for r in runs)
-        print(f"roofline: the LLM does {gop_step:.0f} GOP per step; it ran at {achieved:.0f} GOP/s, the best int4 "
-              f"MatMulNBits here (block {int4.get('llm_block_size')}, accuracy level 4) is {best:.0f} GOP/s "
-              f"({100 * achieved / best:.0f}%)")  # fmt: skip
+        print(
+            f"roofline: the LLM does {gop_step:.0f} GOP per step; it ran at {achieved:.0f} GOP/s, the best int4 "
+            f"MatMulNBits here (block {int4.get('llm_block_size')}, accuracy level 4) is {best:.0f} GOP/s "
+            f"({100 * achieved / best:.0f}%)"
+        )
     first_s = 0.0
-    if ("long" in results or args.first_audio) and "int4" in voices:  # the long text streamed: its first audio
+    if (
+        "long" in results or args.first_audio
+    ) and "int4" in voices:  # the long text streamed: its first audio
         runs = [first_audio(voices["int4"], "balanced") for _ in range(args.reps)]
-        first_s, alone = statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
-        print(f"long, int4/balanced, streamed: first audio after {first_s:.2f} s; its first piece alone takes "
-              f"{alone:.2f} s ({first_s / alone:.2f}x)")  # fmt: skip
+        first_s, alone = (
+            statistics.median(r[0] for r in runs),
+            statistics.median(r[1] for r in runs),
+        )
+        print(
+            f"long, int4/balanced, streamed: first audio after {first_s:.2f} s; its first piece alone takes "
+            f"{alone:.2f} s ({first_s / alone:.2f}x)"
+        )
     balanced_auto = results.get("auto", {}).get("int4/balanced")
     rtf_balanced = statistics.median(r["rtf"] for r in balanced_auto) if balanced_auto else 0.0
-    print(f"speedup_auto={speedups.get(('auto', 'int4'), 0):.2f} speedup_clone={speedups.get(('clone', 'int4'), 0):.2f} "
-          f"rtf_int4_auto={rtf_auto:.2f} peak_rss_mb={memory['peak_rss_mb']:.0f} load_s={memory['load_s']:.2f} "
-          f"speedup_balanced_auto={speedups.get(('auto', 'int4/balanced'), 0):.2f} "
-          f"speedup_balanced_clone={speedups.get(('clone', 'int4/balanced'), 0):.2f} "
-          f"rtf_balanced_int4_auto={rtf_balanced:.2f} first_audio_s={first_s:.2f}")  # fmt: skip
+    print(
+        f"speedup_auto={speedups.get(('auto', 'int4'), 0):.2f} speedup_clone={speedups.get(('clone', 'int4'), 0):.2f} "
+        f"rtf_int4_auto={rtf_auto:.2f} peak_rss_mb={memory['peak_rss_mb']:.0f} load_s={memory['load_s']:.2f} "
+        f"speedup_balanced_auto={speedups.get(('auto', 'int4/balanced'), 0):.2f} "
+        f"speedup_balanced_clone={speedups.get(('clone', 'int4/balanced'), 0):.2f} "
+        f"rtf_balanced_int4_auto={rtf_balanced:.2f} first_audio_s={first_s:.2f}"
+    )
     return 0
 
 

@@ -40,7 +40,9 @@ def _tensors(checkpoint: str | Path, names: list[str]) -> dict[str, torch.Tensor
                     found[name] = f.get_tensor(name).float()
     missing = [n for n in names if n not in found]
     if missing:
-        raise ValueError(f"{checkpoint}: the weights lack {missing}; is it an OmniVoice checkpoint?")
+        raise ValueError(
+            f"{checkpoint}: the weights lack {missing}; is it an OmniVoice checkpoint?"
+        )
     return found
 
 

@@ -14,11 +14,20 @@ import numpy as np
 GREEDY = {"position_temperature": 0.0, "class_temperature": 0.0}
 
 # (name, generate keyword arguments); ``ref_audio`` is filled in by the caller.
-LONG_TEXT = " ".join(f"This is sentence number {i} of a rather long text, which keeps going on and on." for i in range(12))
+LONG_TEXT = " ".join(
+    f"This is sentence number {i} of a rather long text, which keeps going on and on."
+    for i in range(12)
+)
 CASES = [
     ("auto voice", {"text": "Hello world, this is a test."}),
-    ("voice design en", {"text": "Hello world, this is a test.", "instruct": "female, low pitch, british accent"}),
-    ("voice design zh", {"text": "你好，世界。今天天气很好。", "instruct": "男，河南话", "language": "zh"}),
+    (
+        "voice design en",
+        {"text": "Hello world, this is a test.", "instruct": "female, low pitch, british accent"},
+    ),
+    (
+        "voice design zh",
+        {"text": "你好，世界。今天天气很好。", "instruct": "男，河南话", "language": "zh"},
+    ),
     ("language code", {"text": "Guten Tag, wie geht es?", "language": "de"}),
     ("language name", {"text": "Hello there.", "language": "English"}),
     ("duration", {"text": "Hello there.", "duration": 2.0}),
@@ -41,8 +50,10 @@ class Comparison:
 
     def __str__(self) -> str:
         verdict = "equal" if self.codes_equal else "DIFFER"
-        return (f"{self.name:18s} codes {verdict:6s} chunks {self.chunks} frames {self.frames:5d} "
-                f"waveform max|diff| {self.max_abs_diff:.2e} (peak {self.upstream_peak:.2f})")  # fmt: skip
+        return (
+            f"{self.name:18s} codes {verdict:6s} chunks {self.chunks} frames {self.frames:5d} "
+            f"waveform max|diff| {self.max_abs_diff:.2e} (peak {self.upstream_peak:.2f})"
+        )
 
 
 def upstream_codes(model, greedy: bool = True, **kwargs) -> tuple[list[np.ndarray], np.ndarray]:
@@ -70,12 +81,20 @@ def compare(name: str, upstream_model, runtime, **kwargs) -> Comparison:
     equal = len(expected_codes) == len(speech.codes) and all(
         np.array_equal(a, b) for a, b in zip(expected_codes, speech.codes, strict=True)
     )
-    diff = float(np.abs(expected - speech.waveform).max()) if expected.shape == speech.waveform.shape else float("inf")
+    diff = (
+        float(np.abs(expected - speech.waveform).max())
+        if expected.shape == speech.waveform.shape
+        else float("inf")
+    )
     frames = sum(c.shape[1] for c in speech.codes)
-    return Comparison(name, equal, len(speech.codes), frames, diff, float(np.abs(expected).max()), speech.codes)
+    return Comparison(
+        name, equal, len(speech.codes), frames, diff, float(np.abs(expected).max()), speech.codes
+    )
 
 
-def run_all(checkpoint: str, artifacts: str, ref_audio: str, precision: str = "fp32") -> list[Comparison]:
+def run_all(
+    checkpoint: str, artifacts: str, ref_audio: str, precision: str = "fp32"
+) -> list[Comparison]:
     from omnivoice.models.omnivoice import OmniVoice
 
     from omnivoice_rt.model import OmniVoiceONNX
@@ -97,7 +116,11 @@ def speechlike(seconds: float, rate: int, seed: int = 0) -> np.ndarray:
     t = np.arange(int(rate * seconds)) / rate
     pitch = 140 + 30 * np.sin(2 * np.pi * 3 * t)
     phase = 2 * np.pi * np.cumsum(pitch) / rate
-    wave = sum(np.sin(k * phase) / k for k in range(1, 6)) * 0.2 * (0.6 + 0.4 * np.sin(2 * np.pi * 1.5 * t))
+    wave = (
+        sum(np.sin(k * phase) / k for k in range(1, 6))
+        * 0.2
+        * (0.6 + 0.4 * np.sin(2 * np.pi * 1.5 * t))
+    )
     wave = wave + 0.005 * rng.standard_normal(t.size)
     wave[: int(0.3 * rate)] = 0
     return wave.astype(np.float32)
@@ -127,8 +150,13 @@ def next_step_agreement(voice, reference, texts: list[str], seed: int = 1) -> li
     settings, rng = GenerationSettings(), np.random.default_rng(seed)
 
     def predictions(model, text, tokens):
-        prompt = build_prompt(model.tokenizer, text, tokens.shape[1], num_codebooks=model.num_codebooks,
-                              mask_id=model.mask_id)  # fmt: skip
+        prompt = build_prompt(
+            model.tokenizer,
+            text,
+            tokens.shape[1],
+            num_codebooks=model.num_codebooks,
+            mask_id=model.mask_id,
+        )
         cond, uncond = model._forward_for(prompt, settings)(tokens)
         return predict(cond, uncond, settings, model.mask_id, rng)[0]
 
@@ -150,11 +178,15 @@ def main(argv=None) -> int:
     import os
     import tempfile
 
-    parser = argparse.ArgumentParser(prog="python -m omnivoice_build.equivalence", description=main.__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m omnivoice_build.equivalence", description=main.__doc__
+    )
     parser.add_argument("--model-dir", required=True, help="artifacts built from --checkpoint")
     parser.add_argument("--checkpoint", required=True, help="the OmniVoice PyTorch checkpoint")
     parser.add_argument("--precision", default="fp32")
-    parser.add_argument("--ref-audio", help="reference for the voice-clone case (default: a test signal)")
+    parser.add_argument(
+        "--ref-audio", help="reference for the voice-clone case (default: a test signal)"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         reference = args.ref_audio or write_reference(os.path.join(tmp, "reference.wav"))

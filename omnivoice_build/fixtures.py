@@ -41,10 +41,20 @@ SPECIAL_TOKENS = [
     "<|text_end|>",
 ]
 NONVERBAL_TAGS = [
-    "[laughter]", "[sigh]", "[confirmation-en]", "[question-en]", "[question-ah]",
-    "[question-oh]", "[question-ei]", "[question-yi]", "[surprise-ah]", "[surprise-oh]",
-    "[surprise-wa]", "[surprise-yo]", "[dissatisfaction-hnn]",
-]  # fmt: skip
+    "[laughter]",
+    "[sigh]",
+    "[confirmation-en]",
+    "[question-en]",
+    "[question-ah]",
+    "[question-oh]",
+    "[question-ei]",
+    "[question-yi]",
+    "[surprise-ah]",
+    "[surprise-oh]",
+    "[surprise-wa]",
+    "[surprise-yo]",
+    "[dissatisfaction-hnn]",
+]
 
 # A few lines of several scripts, enough for a BPE that covers the tests' texts.
 _CORPUS = [
@@ -63,14 +73,26 @@ _CORPUS = [
 
 LLM_SIZES = {
     "tiny": dict(
-        hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=32, vocab_size=2048, max_position_embeddings=4096,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+        vocab_size=2048,
+        max_position_embeddings=4096,
     ),
     "full": dict(  # Qwen3-0.6B body
-        hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
-        num_key_value_heads=8, head_dim=128, vocab_size=151936, max_position_embeddings=40960,
+        hidden_size=1024,
+        intermediate_size=3072,
+        num_hidden_layers=28,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        head_dim=128,
+        vocab_size=151936,
+        max_position_embeddings=40960,
     ),
-}  # fmt: skip
+}
 
 # Gains of the per-head q and k norms, see make_checkpoint. The full model's 28 layers separate the
 # positions at 1 already; at 3, the fp32 differences between ONNX Runtime and PyTorch grow through
@@ -81,15 +103,23 @@ ATTENTION_GAIN = {"tiny": 3.0, "full": 1.0}
 # HuBERT at 16 kHz, 1024 codes, 8 quantizers) and shrinks only the widths and depths.
 _TINY_HIGGS = {
     "acoustic_model_config": {
-        "encoder_hidden_size": 4, "decoder_hidden_size": 64, "hidden_size": 16, "codebook_dim": 8,
+        "encoder_hidden_size": 4,
+        "decoder_hidden_size": 64,
+        "hidden_size": 16,
+        "codebook_dim": 8,
     },
     "semantic_model_config": {
-        "conv_dim": [32] * 7, "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 2,
-        "num_hidden_layers": 2, "num_conv_pos_embeddings": 16, "num_conv_pos_embedding_groups": 4,
+        "conv_dim": [32] * 7,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_attention_heads": 2,
+        "num_hidden_layers": 2,
+        "num_conv_pos_embeddings": 16,
+        "num_conv_pos_embedding_groups": 4,
         "classifier_proj_size": 16,
     },
     "codebook_dim": 8,
-}  # fmt: skip
+}
 
 PREPROCESSOR_CONFIG = {
     "feature_extractor_type": "DacFeatureExtractor",

@@ -34,12 +34,18 @@ from omnivoice_rt.signatures import CODEC_ROLES, published
 logger = logging.getLogger(__name__)
 
 # Each graph's (inputs, outputs): the published names, which the runtime binds by.
-GRAPHS = {name: (list(published(name).inputs), list(published(name).outputs)) for name in CODEC_ROLES}
+GRAPHS = {
+    name: (list(published(name).inputs), list(published(name).outputs)) for name in CODEC_ROLES
+}
 # The dynamic axes of each graph's inputs then outputs, in the order of GRAPHS.
 _AXES = {
     "acoustic_encoder": [{0: "batch_size", 2: "samples"}, {0: "batch_size", 2: "frames"}],
     "semantic_encoder": [{0: "batch_size", 1: "samples"}, {0: "batch_size", 2: "frames"}],
-    "quantizer_encoder": [{0: "batch_size", 2: "frames"}, {0: "batch_size", 2: "frames"}, {1: "batch_size", 2: "frames"}],
+    "quantizer_encoder": [
+        {0: "batch_size", 2: "frames"},
+        {0: "batch_size", 2: "frames"},
+        {1: "batch_size", 2: "frames"},
+    ],
     "higgs_decoder": [{1: "batch_size", 2: "frames"}, {0: "batch_size", 2: "samples"}],
 }
 FP32_ONLY = {"quantizer_encoder"}
@@ -79,7 +85,9 @@ class QuantizerEncoder(nn.Module):
     def forward(self, acoustic_features, semantic_features):
         embeddings = torch.cat([acoustic_features, semantic_features], dim=1)
         embeddings = self.higgs.fc(embeddings.transpose(1, 2)).transpose(1, 2)
-        return self.higgs.quantizer.encode(embeddings, self.higgs.config.target_bandwidths[-1])  # (8, B, T)
+        return self.higgs.quantizer.encode(
+            embeddings, self.higgs.config.target_bandwidths[-1]
+        )  # (8, B, T)
 
 
 class HiggsDecoder(nn.Module):
@@ -110,7 +118,9 @@ def load_higgs(audio_tokenizer_dir: str | Path):
 def _dummy_inputs(higgs, name: str) -> tuple:
     frames = 10
     wav = torch.randn(1, 1, frames * higgs.config.hop_length) * 0.1
-    wav_16k = torchaudio.functional.resample(wav[:, 0], higgs.config.sample_rate, higgs.config.semantic_sample_rate)
+    wav_16k = torchaudio.functional.resample(
+        wav[:, 0], higgs.config.sample_rate, higgs.config.semantic_sample_rate
+    )
     if name == "acoustic_encoder":
         return (wav,)
     if name == "semantic_encoder":
@@ -166,7 +176,9 @@ def export_higgs(audio_tokenizer_dir: str | Path, out_dir: Path, precision: str 
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in GRAPHS:
         path = out_dir / f"{name}.onnx"
-        logger.info("higgs: exporting %s (%s)", name, precision if name not in FP32_ONLY else "fp32")
+        logger.info(
+            "higgs: exporting %s (%s)", name, precision if name not in FP32_ONLY else "fp32"
+        )
         export_graph(higgs, name, path)
         if precision == "fp16" and name not in FP32_ONLY:
             to_fp16(path)

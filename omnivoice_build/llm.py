@@ -66,18 +66,44 @@ runpy.run_module("onnxruntime_genai.models.builder", run_name="__main__")
 """
 
 
-def run_builder(qwen_dir: Path, out: Path, precision: str, block_size: int, cache: Path,
-                position_ids: bool = False) -> None:  # fmt: skip
+def run_builder(
+    qwen_dir: Path,
+    out: Path,
+    precision: str,
+    block_size: int,
+    cache: Path,
+    position_ids: bool = False,
+) -> None:
     builder_precision, provider = BUILDER_TARGETS[precision]
     options = ["exclude_embeds=true", "exclude_lm_head=true", "filename=llm_decoder.onnx"]
     if builder_precision in ("int4", "int8"):
         options += [f"block_size={block_size}", "accuracy_level=4"]
-    entry = ["-c", _UNFUSED_ROPE_BUILDER] if position_ids else ["-m", "onnxruntime_genai.models.builder"]
+    entry = (
+        ["-c", _UNFUSED_ROPE_BUILDER]
+        if position_ids
+        else ["-m", "onnxruntime_genai.models.builder"]
+    )
     cmd = [
-        sys.executable, *entry, "-i", str(qwen_dir), "-o", str(out), "-p", builder_precision, "-e", provider,
-        "-c", str(cache), "--extra_options", *options,
-    ]  # fmt: skip
-    logger.info("llm: onnxruntime-genai builder, %s on %s, block size %d", *BUILDER_TARGETS[precision], block_size)
+        sys.executable,
+        *entry,
+        "-i",
+        str(qwen_dir),
+        "-o",
+        str(out),
+        "-p",
+        builder_precision,
+        "-e",
+        provider,
+        "-c",
+        str(cache),
+        "--extra_options",
+        *options,
+    ]
+    logger.info(
+        "llm: onnxruntime-genai builder, %s on %s, block size %d",
+        *BUILDER_TARGETS[precision],
+        block_size,
+    )
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0 or not (out / "llm_decoder.onnx").is_file():
         tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-5:])
@@ -98,9 +124,13 @@ def build_llm(checkpoint: Path, profile_dir: Path, precision: str, block_size: i
     if precision == "fp16_cuda":
         logger.info("llm: CUDA build, its bidirectionality is checked where a GPU runs it")
         return float("nan")
-    session = ort.InferenceSession(str(profile_dir / "llm_decoder.onnx"), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(
+        str(profile_dir / "llm_decoder.onnx"), providers=["CPUExecutionProvider"]
+    )
     llm_config = json.loads((checkpoint / "config.json").read_text())["llm_config"]
-    head_dim = llm_config.get("head_dim") or llm_config["hidden_size"] // llm_config["num_attention_heads"]
+    head_dim = (
+        llm_config.get("head_dim") or llm_config["hidden_size"] // llm_config["num_attention_heads"]
+    )
     moved = check_bidirectional(session, head_dim)
     logger.info("llm: bidirectional (first position moves by %.3g when the last changes)", moved)
     return moved

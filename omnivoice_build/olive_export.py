@@ -26,7 +26,9 @@ SUBMODELS = {
 }
 # Olive prints its run history at INFO whatever the level asked for; our stage logs say enough.
 logging.getLogger("olive.engine.engine").addFilter(
-    lambda record: "run history" not in record.getMessage() and "tabulate" not in record.getMessage()
+    lambda record: (
+        "run history" not in record.getMessage() and "tabulate" not in record.getMessage()
+    )
 )
 # Above this many bytes of weights a graph keeps them in ``<name>.onnx.data``.
 EXTERNAL_DATA_BYTES = 64 << 20
@@ -64,7 +66,9 @@ def run_olive(checkpoint: Path, name: str, precision: str, block_size: int, work
         "systems": {
             "local": {
                 "type": "LocalSystem",
-                "accelerators": [{"device": "cpu", "execution_providers": ["CPUExecutionProvider"]}],
+                "accelerators": [
+                    {"device": "cpu", "execution_providers": ["CPUExecutionProvider"]}
+                ],
             }
         },
         "passes": _passes(precision, block_size),
@@ -90,12 +94,18 @@ def save_graph(src: Path, dst: Path) -> None:
     data = dst.parent / (dst.name + ".data")
     data.unlink(missing_ok=True)
     onnx.save_model(
-        model, str(dst), save_as_external_data=external, all_tensors_to_one_file=True,
-        location=data.name, size_threshold=1024,
-    )  # fmt: skip
+        model,
+        str(dst),
+        save_as_external_data=external,
+        all_tensors_to_one_file=True,
+        location=data.name,
+        size_threshold=1024,
+    )
 
 
-def export_submodel(checkpoint: Path, name: str, precision: str, out_dir: Path, block_size: int = 32) -> Path:
+def export_submodel(
+    checkpoint: Path, name: str, precision: str, out_dir: Path, block_size: int = 32
+) -> Path:
     """Build ``<out_dir>/<name>.onnx`` in ``precision`` through Olive; return its path."""
     logger.info("%s: Olive, PyTorch -> ONNX -> %s", name, precision)
     with tempfile.TemporaryDirectory(prefix=f"omnivoice-{name}-") as tmp:

@@ -35,14 +35,23 @@ logger = logging.getLogger(__name__)
 REPO_ID = "onnx-community/OmniVoice-Onnx"
 # (name, element type, rank) of every input and output, as the public scripts feed and read them.
 CONTRACT = {
-    "audio_embeddings_encoder": ([("input_ids", "int64", 3), ("audio_mask", "bool", 2)], [("inputs_embeds", "float", 3)]),
-    "llm_decoder": ([("inputs_embeds", "float", 3), ("attention_mask", "int64", 2)], [("hidden_states", "float", 3)]),
+    "audio_embeddings_encoder": (
+        [("input_ids", "int64", 3), ("audio_mask", "bool", 2)],
+        [("inputs_embeds", "float", 3)],
+    ),
+    "llm_decoder": (
+        [("inputs_embeds", "float", 3), ("attention_mask", "int64", 2)],
+        [("hidden_states", "float", 3)],
+    ),
     "audio_heads_decoder": ([("hidden_states", "float", 3)], [("logits", "float", 4)]),
     "acoustic_encoder": ([("waveform_24k", "float", 3)], [("acoustic_features", "float", 3)]),
     "semantic_encoder": ([("waveform_16k", "float", 2)], [("semantic_features", "float", 3)]),
-    "quantizer_encoder": ([("acoustic_features", "float", 3), ("semantic_features", "float", 3)], [("codes", "int64", 3)]),
+    "quantizer_encoder": (
+        [("acoustic_features", "float", 3), ("semantic_features", "float", 3)],
+        [("codes", "int64", 3)],
+    ),
     "higgs_decoder": ([("codes", "int64", 3)], [("waveform_24k", "float", 3)]),
-}  # fmt: skip
+}
 MAIN_ROLES = ("audio_embeddings_encoder", "llm_decoder", "audio_heads_decoder")
 # What each profile folder holds: (encoder, heads, LLM) precisions and block size of the audio graphs.
 PROFILES = {".": ("fp16", "fp16", "int4"), "int4": ("int4", "int4", "int4")}
@@ -54,23 +63,45 @@ LLM_BLOCK_SIZE = 32
 def publisher_manifest(precision: str, folder: str, position_ids: bool) -> dict:
     """The publisher's ``omnivoice_manifest.json``: another schema than ours, and a wrong hop."""
     prefix = "" if folder == "." else f"{folder}/"
-    llm_inputs = ["inputs_embeds", "attention_mask"] + (["position_ids"] if position_ids else []) + ["past_key_values.*"]
+    llm_inputs = (
+        ["inputs_embeds", "attention_mask"]
+        + (["position_ids"] if position_ids else [])
+        + ["past_key_values.*"]
+    )
     return {
         "model_id": "k2-fsa/OmniVoice",
         "execution_provider": "CPUExecutionProvider",
         "precision": precision,
         "backbone": {
-            "audio_embeddings_encoder": {"filename": f"{prefix}audio_embeddings_encoder.onnx",
-                                         "inputs": ["input_ids", "audio_mask"], "outputs": ["inputs_embeds"]},
-            "llm_decoder": {"filename": f"{prefix}llm_decoder.onnx", "inputs": llm_inputs,
-                            "outputs": ["hidden_states", "present.*"]},
-            "audio_heads_decoder": {"filename": f"{prefix}audio_heads_decoder.onnx", "inputs": ["hidden_states"],
-                                    "outputs": ["logits"]},
+            "audio_embeddings_encoder": {
+                "filename": f"{prefix}audio_embeddings_encoder.onnx",
+                "inputs": ["input_ids", "audio_mask"],
+                "outputs": ["inputs_embeds"],
+            },
+            "llm_decoder": {
+                "filename": f"{prefix}llm_decoder.onnx",
+                "inputs": llm_inputs,
+                "outputs": ["hidden_states", "present.*"],
+            },
+            "audio_heads_decoder": {
+                "filename": f"{prefix}audio_heads_decoder.onnx",
+                "inputs": ["hidden_states"],
+                "outputs": ["logits"],
+            },
         },
-        "higgs_tokenizer": {"folder": "audio_tokenizer", "hop_length": 320, "sample_rate_acoustic": 24000,
-                            "sample_rate_semantic": 16000},
-        "iterative_decoding": {"num_steps": 32, "guidance_scale": 2.0, "mask_token_id": 1024, "num_codebooks": 8},
-    }  # fmt: skip
+        "higgs_tokenizer": {
+            "folder": "audio_tokenizer",
+            "hop_length": 320,
+            "sample_rate_acoustic": 24000,
+            "sample_rate_semantic": 16000,
+        },
+        "iterative_decoding": {
+            "num_steps": 32,
+            "guidance_scale": 2.0,
+            "mask_token_id": 1024,
+            "num_codebooks": 8,
+        },
+    }
 
 
 def build_llm(checkpoint: Path, out_dir: Path, precision: str, position_ids: bool) -> None:
@@ -80,7 +111,9 @@ def build_llm(checkpoint: Path, out_dir: Path, precision: str, position_ids: boo
     with tempfile.TemporaryDirectory(prefix="omnivoice-published-llm-") as tmp:
         tmp = Path(tmp)
         write_qwen3_folder(checkpoint, tmp / "qwen3")
-        run_builder(tmp / "qwen3", tmp / "built", precision, LLM_BLOCK_SIZE, tmp / "cache", position_ids)
+        run_builder(
+            tmp / "qwen3", tmp / "built", precision, LLM_BLOCK_SIZE, tmp / "cache", position_ids
+        )
         out_dir.mkdir(parents=True, exist_ok=True)
         for name in ("llm_decoder.onnx", "llm_decoder.onnx.data", "genai_config.json"):
             shutil.copy(tmp / "built" / name, out_dir / name)
@@ -97,7 +130,9 @@ def break_layer_norm(path: Path) -> None:
     for node in model.graph.node:
         scale = initializers.get(node.input[1]) if node.op_type == "LayerNormalization" else None
         if scale is not None and scale.data_type == onnx.TensorProto.FLOAT16:
-            scale.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(scale).astype("float32"), scale.name))
+            scale.CopyFrom(
+                numpy_helper.from_array(numpy_helper.to_array(scale).astype("float32"), scale.name)
+            )
             onnx.save(model, str(path))
             return
     raise RuntimeError(f"{path} has no fp16 LayerNormalization to break")
@@ -122,13 +157,19 @@ def check_contract(root: Path, position_ids: bool = False) -> None:
         for folder in PROFILES if role in MAIN_ROLES else ["audio_tokenizer"]:
             path = root / folder / f"{role}.onnx"
             ins, outs = ports_of_graph(path)
-            got = ({(p.name, p.dtype, len(p.shape)) for p in ins if "past" not in p.name},
-                   {(p.name, p.dtype, len(p.shape)) for p in outs if "present" not in p.name})  # fmt: skip
+            got = (
+                {(p.name, p.dtype, len(p.shape)) for p in ins if "past" not in p.name},
+                {(p.name, p.dtype, len(p.shape)) for p in outs if "present" not in p.name},
+            )
             if got != (set(inputs), set(outputs)):
-                raise RuntimeError(f"{path} has inputs and outputs {got}, not the published {inputs} -> {outputs}")
+                raise RuntimeError(
+                    f"{path} has inputs and outputs {got}, not the published {inputs} -> {outputs}"
+                )
 
 
-def build_replica(checkpoint: str | Path, output: str | Path, exact: bool = False, position_ids: bool = False) -> Path:
+def build_replica(
+    checkpoint: str | Path, output: str | Path, exact: bool = False, position_ids: bool = False
+) -> Path:
     """Write the replica into ``output`` (see the module docstring); return its path."""
     from omnivoice_build.olive_export import export_submodel
 
@@ -140,9 +181,16 @@ def build_replica(checkpoint: str | Path, output: str | Path, exact: bool = Fals
         export_submodel(checkpoint, "audio_heads_decoder", heads, out_dir, AUDIO_BLOCK_SIZE)
         build_llm(checkpoint, out_dir, llm, position_ids)
         name = "fp16" if folder == "." else "int4"
-        (out_dir / "omnivoice_manifest.json").write_text(json.dumps(publisher_manifest(name, folder, position_ids), indent=2))
+        (out_dir / "omnivoice_manifest.json").write_text(
+            json.dumps(publisher_manifest(name, folder, position_ids), indent=2)
+        )
     build_codec(checkpoint, root)
-    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json"):
+    for name in (
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "chat_template.jinja",
+        "special_tokens_map.json",
+    ):
         if (checkpoint / name).is_file():
             shutil.copy(checkpoint / name, root / name)
     check_contract(root, position_ids)
@@ -152,9 +200,13 @@ def build_replica(checkpoint: str | Path, output: str | Path, exact: bool = Fals
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", required=True, help="OmniVoice checkpoint folder (e.g. a fixture)")
+    parser.add_argument(
+        "--model", required=True, help="OmniVoice checkpoint folder (e.g. a fixture)"
+    )
     parser.add_argument("--output", required=True)
-    parser.add_argument("--exact", action="store_true", help="fp32 graphs in int4/, for exact comparisons")
+    parser.add_argument(
+        "--exact", action="store_true", help="fp32 graphs in int4/, for exact comparisons"
+    )
     parser.add_argument("--position-ids", action="store_true", help="LLMs that take position_ids")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")

@@ -58,12 +58,16 @@ class Dims:
     encoder_layers: int
     decoder_layers: int
     ffn: int
-    n_text_vocab: int  # text tokens (bytes, words, fillers, ""); 50257 in the real multilingual vocabulary
+    n_text_vocab: (
+        int  # text tokens (bytes, words, fillers, ""); 50257 in the real multilingual vocabulary
+    )
 
 
 SIZES = {
     "tiny": Dims(d_model=64, heads=2, encoder_layers=1, decoder_layers=1, ffn=128, n_text_vocab=0),
-    "base": Dims(d_model=512, heads=8, encoder_layers=6, decoder_layers=6, ffn=2048, n_text_vocab=50257),
+    "base": Dims(
+        d_model=512, heads=8, encoder_layers=6, decoder_layers=6, ffn=2048, n_text_vocab=50257
+    ),
 }
 
 
@@ -72,16 +76,24 @@ SIZES = {
 # ----------------------------------------------------------------------------------------------------------------
 def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's byte -> printable character table, as used by Whisper's (and onnx-asr's) byte-level BPE."""
-    bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    bs = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
     cs = bs[:]
     for b in range(256):
         if b not in bs:
             bs.append(b)
-            cs.append(256 + len(cs) - 188)  # 188 printable bytes map to themselves; the rest go to U+0100...
+            cs.append(
+                256 + len(cs) - 188
+            )  # 188 printable bytes map to themselves; the rest go to U+0100...
     return {b: chr(c) for b, c in zip(bs, cs, strict=True)}
 
 
-def make_vocab(text: str, n_text_vocab: int = 0) -> tuple[dict[str, int], dict[str, int], list[int]]:
+def make_vocab(
+    text: str, n_text_vocab: int = 0
+) -> tuple[dict[str, int], dict[str, int], list[int]]:
     """Return ``(vocab, added_tokens, text_ids)`` for a Whisper-layout vocabulary in which ``text`` is a few tokens.
 
     Text tokens: the 256 byte tokens, then one token per word-like piece of ``text`` (``" voice"`` -> ``"Ġvoice"``),
@@ -91,10 +103,14 @@ def make_vocab(text: str, n_text_vocab: int = 0) -> tuple[dict[str, int], dict[s
     """
     b2u = bytes_to_unicode()
     vocab = {b2u[b]: i for i, b in enumerate(sorted(b2u))}
-    pieces = ["".join(b2u[b] for b in p.encode()) for p in re.findall(r" ?\w+| ?[^\w\s]+|\s+", text)]
+    pieces = [
+        "".join(b2u[b] for b in p.encode()) for p in re.findall(r" ?\w+| ?[^\w\s]+|\s+", text)
+    ]
     # onnx-asr drops tokens that start with "<|" and one leading space of the transcript.
     if not text or text[0].isspace() or any(p.startswith("<|") for p in pieces):
-        raise ValueError(f"unsupported text {text!r}: empty, leading whitespace or a piece starting with '<|'")
+        raise ValueError(
+            f"unsupported text {text!r}: empty, leading whitespace or a piece starting with '<|'"
+        )
     for piece in pieces:
         vocab.setdefault(piece, len(vocab))
     while len(vocab) < n_text_vocab - 1:
@@ -129,7 +145,9 @@ class Attention(nn.Module):
     def split(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, H, T, d/H)
         return x.reshape(x.shape[0], x.shape[1], self.heads, -1).transpose(1, 2)
 
-    def attend(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    def attend(
+        self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None
+    ) -> torch.Tensor:
         q = self.split(self.q_proj(x)) * (k.shape[-1] ** -0.5)
         w = q @ k.transpose(2, 3)
         if mask is not None:
@@ -142,12 +160,19 @@ class EncoderLayer(nn.Module):
     def __init__(self, d: int, heads: int, ffn: int):
         super().__init__()
         self.self_attn, self.self_attn_layer_norm = Attention(d, heads), nn.LayerNorm(d)
-        self.fc1, self.fc2, self.final_layer_norm = nn.Linear(d, ffn), nn.Linear(ffn, d), nn.LayerNorm(d)
+        self.fc1, self.fc2, self.final_layer_norm = (
+            nn.Linear(d, ffn),
+            nn.Linear(ffn, d),
+            nn.LayerNorm(d),
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.self_attn_layer_norm(x)
         x = x + self.self_attn.attend(
-            h, self.self_attn.split(self.self_attn.k_proj(h)), self.self_attn.split(self.self_attn.v_proj(h)), None
+            h,
+            self.self_attn.split(self.self_attn.k_proj(h)),
+            self.self_attn.split(self.self_attn.v_proj(h)),
+            None,
         )
         return x + self.fc2(F.gelu(self.fc1(self.final_layer_norm(x))))
 
@@ -157,7 +182,11 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.self_attn, self.self_attn_layer_norm = Attention(d, heads), nn.LayerNorm(d)
         self.encoder_attn, self.encoder_attn_layer_norm = Attention(d, heads), nn.LayerNorm(d)
-        self.fc1, self.fc2, self.final_layer_norm = nn.Linear(d, ffn), nn.Linear(ffn, d), nn.LayerNorm(d)
+        self.fc1, self.fc2, self.final_layer_norm = (
+            nn.Linear(d, ffn),
+            nn.Linear(ffn, d),
+            nn.LayerNorm(d),
+        )
 
     def forward(self, x, mask, past_k, past_v, cross_k, cross_v):
         h = self.self_attn_layer_norm(x)
@@ -177,11 +206,16 @@ class Encoder(nn.Module):
         self.conv1 = nn.Conv1d(N_MELS, d, 3, padding=1)
         self.conv2 = nn.Conv1d(d, d, 3, stride=2, padding=1)
         self.embed_positions = nn.Embedding(N_AUDIO_CTX, d)
-        self.layers = nn.ModuleList(EncoderLayer(d, dims.heads, dims.ffn) for _ in range(dims.encoder_layers))
+        self.layers = nn.ModuleList(
+            EncoderLayer(d, dims.heads, dims.ffn) for _ in range(dims.encoder_layers)
+        )
         self.layer_norm = nn.LayerNorm(d)
 
     def forward(self, input_features: torch.Tensor) -> torch.Tensor:
-        x = F.gelu(self.conv2(F.gelu(self.conv1(input_features)))).transpose(1, 2) + self.embed_positions.weight
+        x = (
+            F.gelu(self.conv2(F.gelu(self.conv1(input_features)))).transpose(1, 2)
+            + self.embed_positions.weight
+        )
         for layer in self.layers:
             x = layer(x)
         return self.layer_norm(x)
@@ -193,7 +227,9 @@ class Decoder(nn.Module):
         d = dims.d_model
         self.embed_tokens = nn.Embedding(vocab_size, d)
         self.embed_positions = nn.Embedding(N_TEXT_CTX, d)
-        self.layers = nn.ModuleList(DecoderLayer(d, dims.heads, dims.ffn) for _ in range(dims.decoder_layers))
+        self.layers = nn.ModuleList(
+            DecoderLayer(d, dims.heads, dims.ffn) for _ in range(dims.decoder_layers)
+        )
         self.layer_norm = nn.LayerNorm(d)
 
     def forward(self, input_ids, cross_kv, past=None):
@@ -201,7 +237,9 @@ class Decoder(nn.Module):
         n_past = 0 if past is None else past[0][0].shape[2]
         n_new = input_ids.shape[1]
         q_pos = torch.arange(n_new) + n_past
-        mask = torch.arange(n_past + n_new)[None, :] > q_pos[:, None]  # causal: key position > query position
+        mask = (
+            torch.arange(n_past + n_new)[None, :] > q_pos[:, None]
+        )  # causal: key position > query position
         x = self.embed_tokens(input_ids) + self.embed_positions(q_pos)
         present = []
         for i, layer in enumerate(self.layers):
@@ -239,8 +277,12 @@ def make_model(
         else:
             p.normal_(0.0, 0.02, generator=gen)
     d = dims.d_model
-    pos = torch.arange(N_AUDIO_CTX)[:, None] * torch.exp(-math.log(10000) / (d // 2 - 1) * torch.arange(d // 2))
-    model.encoder.embed_positions.weight.copy_(torch.cat([pos.sin(), pos.cos()], 1))  # Whisper's sinusoids
+    pos = torch.arange(N_AUDIO_CTX)[:, None] * torch.exp(
+        -math.log(10000) / (d // 2 - 1) * torch.arange(d // 2)
+    )
+    model.encoder.embed_positions.weight.copy_(
+        torch.cat([pos.sin(), pos.cos()], 1)
+    )  # Whisper's sinusoids
 
     dec = model.decoder
     for layer in dec.layers:  # residual stream = token embedding + position embedding
@@ -280,7 +322,9 @@ class _DecoderNoPast(nn.Module):
     def forward(self, input_ids, encoder_hidden_states):
         cross = self.decoder.cross_kv(encoder_hidden_states)
         logits, present = self.decoder(input_ids, cross)
-        return logits, *(t for (k, v), (ck, cv) in zip(present, cross, strict=True) for t in (k, v, ck, cv))
+        return logits, *(
+            t for (k, v), (ck, cv) in zip(present, cross, strict=True) for t in (k, v, ck, cv)
+        )
 
 
 class _DecoderWithPast(nn.Module):
@@ -295,7 +339,11 @@ class _DecoderWithPast(nn.Module):
         logits, present = self.decoder(input_ids, cross, self_kv)
         # Cross-attention keys/values do not change. Like optimum's merged decoders, return empty (batch 0) tensors
         # for them, which onnx-asr reads as "keep the previous ones"; passing the inputs back would copy them.
-        return logits, *(t for (k, v), (ek, ev) in zip(present, cross, strict=True) for t in (k, v, ek[:0], ev[:0]))
+        return logits, *(
+            t
+            for (k, v), (ek, ev) in zip(present, cross, strict=True)
+            for t in (k, v, ek[:0], ev[:0])
+        )
 
 
 def _kv_names(prefix: str, n_layers: int) -> list[str]:
@@ -308,7 +356,9 @@ def _export(module, args, path, inputs, outputs, dynamic_axes) -> None:
     # (past length) as graph ops; torch >= 2.9 flags it as legacy, hence the local warning filter.
     axes = {name: ax for name, ax in dynamic_axes.items() if name in inputs or name in outputs}
     with torch.no_grad(), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "You are using the legacy TorchScript-based ONNX export", DeprecationWarning)
+        warnings.filterwarnings(
+            "ignore", "You are using the legacy TorchScript-based ONNX export", DeprecationWarning
+        )
         torch.onnx.export(
             module,
             args,
@@ -347,22 +397,35 @@ def _merge_decoders(no_past: onnx.ModelProto, with_past: onnx.ModelProto) -> onn
                 node.output[i] = rename[name] = prefix + name
             node.name = prefix + node.name
             nodes.append(node)
-        outs = [onnx.helper.make_tensor_value_info(rename[o.name], onnx.TensorProto.FLOAT, None) for o in g.output]
+        outs = [
+            onnx.helper.make_tensor_value_info(rename[o.name], onnx.TensorProto.FLOAT, None)
+            for o in g.output
+        ]
         return onnx.helper.make_graph(nodes, prefix + "graph", [], outs)
 
     else_graph, then_graph = branch(no_past, "no_past/"), branch(with_past, "with_past/")
     names = [o.name for o in no_past.graph.output]
-    node = onnx.helper.make_node("If", ["use_cache_branch"], names, then_branch=then_graph, else_branch=else_graph)
+    node = onnx.helper.make_node(
+        "If", ["use_cache_branch"], names, then_branch=then_graph, else_branch=else_graph
+    )
     # encoder_hidden_states is unused (so not an input) in the with-past graph, but onnx-asr always feeds it.
     inputs = list({i.name: i for i in [*no_past.graph.input, *with_past.graph.input]}.values())
-    inputs.append(onnx.helper.make_tensor_value_info("use_cache_branch", onnx.TensorProto.BOOL, [1]))
+    inputs.append(
+        onnx.helper.make_tensor_value_info("use_cache_branch", onnx.TensorProto.BOOL, [1])
+    )
     rank = {"logits": 3}  # present.*: 4
     outputs = [
-        onnx.helper.make_tensor_value_info(o.name, onnx.TensorProto.FLOAT, [None] * rank.get(o.name, 4))
+        onnx.helper.make_tensor_value_info(
+            o.name, onnx.TensorProto.FLOAT, [None] * rank.get(o.name, 4)
+        )
         for o in no_past.graph.output
     ]
-    graph = onnx.helper.make_graph([node], "decoder_model_merged", inputs, outputs, list(weights.values()))
-    merged = onnx.helper.make_model(graph, opset_imports=no_past.opset_import, ir_version=no_past.ir_version)
+    graph = onnx.helper.make_graph(
+        [node], "decoder_model_merged", inputs, outputs, list(weights.values())
+    )
+    merged = onnx.helper.make_model(
+        graph, opset_imports=no_past.opset_import, ir_version=no_past.ir_version
+    )
     onnx.checker.check_model(merged)
     return merged
 
@@ -375,7 +438,12 @@ def _quantize(src: Path, dst: Path) -> None:
 
 
 def build_whisper(
-    out_dir, size: str = "tiny", text: str = "This is my voice.", *, quantize: bool = False, seed: int = 0
+    out_dir,
+    size: str = "tiny",
+    text: str = "This is my voice.",
+    *,
+    quantize: bool = False,
+    seed: int = 0,
 ) -> Path:
     """Write an onnx-asr "whisper" model folder whose greedy transcript of any audio is ``text``; return its path.
 
@@ -390,22 +458,45 @@ def build_whisper(
     dims, n = model.dims, model.dims.decoder_layers
     heads, dh = dims.heads, dims.d_model // dims.heads
     feats = torch.zeros(1, N_MELS, N_FRAMES)
-    ids = torch.tensor([[added[t] for t in ("<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|notimestamps|>")]])
+    ids = torch.tensor(
+        [
+            [
+                added[t]
+                for t in ("<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|notimestamps|>")
+            ]
+        ]
+    )
     hidden = torch.zeros(1, N_AUDIO_CTX, dims.d_model)
 
     present, past = _kv_names("present", n), _kv_names("past_key_values", n)
     dec_axes = {"input_ids": {0: "batch", 1: "seq"}, "encoder_hidden_states": {0: "batch"}}
-    dec_axes |= {"logits": {0: "batch", 1: "seq"}} | {name: {0: "batch", 2: "seq"} for name in present + past}
-    past_args = [torch.zeros(1, heads, PROMPT_LEN if "decoder" in p else N_AUDIO_CTX, dh) for p in past]
+    dec_axes |= {"logits": {0: "batch", 1: "seq"}} | {
+        name: {0: "batch", 2: "seq"} for name in present + past
+    }
+    past_args = [
+        torch.zeros(1, heads, PROMPT_LEN if "decoder" in p else N_AUDIO_CTX, dh) for p in past
+    ]
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         enc_axes = {"input_features": {0: "batch"}, "last_hidden_state": {0: "batch"}}
         _export(
-            model.encoder, (feats,), graphs / "encoder_model.onnx", ["input_features"], ["last_hidden_state"], enc_axes
+            model.encoder,
+            (feats,),
+            graphs / "encoder_model.onnx",
+            ["input_features"],
+            ["last_hidden_state"],
+            enc_axes,
         )
         dec_inputs, dec_outputs = ["input_ids", "encoder_hidden_states"], ["logits", *present]
-        _export(_DecoderNoPast(model), (ids, hidden), tmp / "no_past.onnx", dec_inputs, dec_outputs, dec_axes)
+        _export(
+            _DecoderNoPast(model),
+            (ids, hidden),
+            tmp / "no_past.onnx",
+            dec_inputs,
+            dec_outputs,
+            dec_axes,
+        )
         _export(
             _DecoderWithPast(model),
             (ids[:, -1:], hidden, *past_args),
@@ -426,7 +517,9 @@ def build_whisper(
 
     (out / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
     (out / "added_tokens.json").write_text(json.dumps(added, ensure_ascii=False), encoding="utf-8")
-    (out / "config.json").write_text(json.dumps({"model_type": "whisper", "num_mel_bins": N_MELS}), encoding="utf-8")
+    (out / "config.json").write_text(
+        json.dumps({"model_type": "whisper", "num_mel_bins": N_MELS}), encoding="utf-8"
+    )
     return out
 
 

@@ -1,12 +1,12 @@
 """Command line: ``python -m omnivoice_rt {synthesize,batch,roundtrip,prompt,eval,inspect} --help``.
 
-    python -m omnivoice_rt synthesize --model-dir artifacts --text "Hello." --output hello.wav
-    python -m omnivoice_rt prompt --model-dir artifacts --ref-audio me.wav --ref-text "..." --output me.npz
-    python -m omnivoice_rt synthesize --model-dir artifacts --voice-prompt me.npz --text "..." --output out.wav
-    python -m omnivoice_rt batch --model-dir artifacts --input items.jsonl --output-dir out/ --workers 2
-    python -m omnivoice_rt roundtrip --model-dir artifacts --input in.wav --output out.wav
-    python -m omnivoice_rt eval --mode rtf --model-dir artifacts
-    python -m omnivoice_rt inspect onnx-community/OmniVoice-Onnx --precision int4
+python -m omnivoice_rt synthesize --model-dir artifacts --text "Hello." --output hello.wav
+python -m omnivoice_rt prompt --model-dir artifacts --ref-audio me.wav --ref-text "..." --output me.npz
+python -m omnivoice_rt synthesize --model-dir artifacts --voice-prompt me.npz --text "..." --output out.wav
+python -m omnivoice_rt batch --model-dir artifacts --input items.jsonl --output-dir out/ --workers 2
+python -m omnivoice_rt roundtrip --model-dir artifacts --input in.wav --output out.wav
+python -m omnivoice_rt eval --mode rtf --model-dir artifacts
+python -m omnivoice_rt inspect onnx-community/OmniVoice-Onnx --precision int4
 """
 
 from __future__ import annotations
@@ -45,35 +45,65 @@ def cmd_synthesize(args) -> int:
     voice = _load(args)
     options = {
         name: getattr(args, name)
-        for name in ("num_step", "guidance_scale", "t_shift", "layer_penalty_factor", "position_temperature",
-                     "class_temperature", "denoise", "preprocess_prompt", "postprocess_output",
-                     "prompt_cache_refresh", "guidance_every")
+        for name in (
+            "num_step",
+            "guidance_scale",
+            "t_shift",
+            "layer_penalty_factor",
+            "position_temperature",
+            "class_temperature",
+            "denoise",
+            "preprocess_prompt",
+            "postprocess_output",
+            "prompt_cache_refresh",
+            "guidance_every",
+        )
         if getattr(args, name) is not None
-    }  # fmt: skip
+    }
 
     def progress(done: int, total: int) -> None:
         print(f"\rstep {done}/{total}", end="", file=sys.stderr, flush=True)
 
     speech = voice.generate(
-        args.text, language=args.language, instruct=args.instruct, ref_audio=args.ref_audio,
-        ref_text=args.ref_text, voice_prompt=args.voice_prompt, duration=args.duration, speed=args.speed,
-        seed=args.seed, progress=progress, **options,
-    )  # fmt: skip
+        args.text,
+        language=args.language,
+        instruct=args.instruct,
+        ref_audio=args.ref_audio,
+        ref_text=args.ref_text,
+        voice_prompt=args.voice_prompt,
+        duration=args.duration,
+        speed=args.speed,
+        seed=args.seed,
+        progress=progress,
+        **options,
+    )
     print(file=sys.stderr)
     _write(args.output, speech.waveform, speech.sample_rate)
     meta = speech.metadata
-    print(f"{args.output}: {meta['frames']} frames, {meta['seconds']:.2f} s of audio in "
-          f"{meta['timings']['total']:.2f} s, real-time factor {meta['rtf']:.3f} ({meta['precision']})")  # fmt: skip
+    print(
+        f"{args.output}: {meta['frames']} frames, {meta['seconds']:.2f} s of audio in "
+        f"{meta['timings']['total']:.2f} s, real-time factor {meta['rtf']:.3f} ({meta['precision']})"
+    )
     return 0
 
 
 def cmd_batch(args) -> int:
     from omnivoice_rt.batch import RESULTS, run_batch
 
-    counts = run_batch(args.input, args.output_dir, args.model_dir, args.precision, workers=args.workers, ray=args.ray,
-                       threads=args.threads, show_progress=not args.quiet)  # fmt: skip
-    print(f"made {counts['made']}, skipped {counts['skipped']}, failed {counts['failed']}: "
-          f"{Path(args.output_dir) / RESULTS}")  # fmt: skip
+    counts = run_batch(
+        args.input,
+        args.output_dir,
+        args.model_dir,
+        args.precision,
+        workers=args.workers,
+        ray=args.ray,
+        threads=args.threads,
+        show_progress=not args.quiet,
+    )
+    print(
+        f"made {counts['made']}, skipped {counts['skipped']}, failed {counts['failed']}: "
+        f"{Path(args.output_dir) / RESULTS}"
+    )
     return 1 if counts["failed"] else 0
 
 
@@ -86,7 +116,9 @@ def cmd_roundtrip(args) -> int:
     codes = voice.codec.encode(wav)
     out = voice.codec.decode(codes)
     _write(args.output, out[0], voice.sample_rate)
-    print(f"{args.output}: {codes.shape[1]} frames of {codes.shape[0]} codebooks, {out.shape[-1] / voice.sample_rate:.2f} s")
+    print(
+        f"{args.output}: {codes.shape[1]} frames of {codes.shape[0]} codebooks, {out.shape[-1] / voice.sample_rate:.2f} s"
+    )
     return 0
 
 
@@ -102,12 +134,16 @@ def cmd_eval(args) -> int:
     """Real-time factor on this machine (equivalence with PyTorch is the build side's:
     ``python -m omnivoice_build.equivalence``)."""
     voice = _load(args)
-    text = args.text or "This is a short sentence to measure how fast speech is made on this machine."
+    text = (
+        args.text or "This is a short sentence to measure how fast speech is made on this machine."
+    )
     for run in range(args.runs):
         started = time.perf_counter()
         speech = voice.generate(text, num_step=args.num_step, seed=run)
         took = time.perf_counter() - started
-        print(f"run {run}: {speech.seconds:.2f} s of audio in {took:.2f} s, real-time factor {took / speech.seconds:.3f}")
+        print(
+            f"run {run}: {speech.seconds:.2f} s of audio in {took:.2f} s, real-time factor {took / speech.seconds:.3f}"
+        )
     return 0
 
 
@@ -125,13 +161,18 @@ def _steps(value: str):
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m omnivoice_rt", description="OmniVoice on ONNX Runtime")
+    parser = argparse.ArgumentParser(
+        prog="python -m omnivoice_rt", description="OmniVoice on ONNX Runtime"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p):
-        p.add_argument("--model-dir", default=os.environ.get("OMNIVOICE_ARTIFACTS"),
-                       help="artifact folder or Hub repo id (default: $OMNIVOICE_ARTIFACTS, else the Hub repo "
-                       "$OMNIVOICE_REPO or onnx-community/OmniVoice-Onnx)")
+        p.add_argument(
+            "--model-dir",
+            default=os.environ.get("OMNIVOICE_ARTIFACTS"),
+            help="artifact folder or Hub repo id (default: $OMNIVOICE_ARTIFACTS, else the Hub repo "
+            "$OMNIVOICE_REPO or onnx-community/OmniVoice-Onnx)",
+        )
         p.add_argument("--precision", default="int4", choices=list(PROFILE_DIRS))
         p.add_argument("--threads", type=int, default=None, help="ONNX Runtime intra-op threads")
         p.add_argument("-v", "--verbose", action="store_true")
@@ -144,18 +185,31 @@ def parse_args(argv):
     syn.add_argument("--instruct", help="voice design, e.g. 'female, low pitch, british accent'")
     syn.add_argument("--ref-audio", help="reference recording for voice cloning")
     syn.add_argument("--ref-text", help="what the reference recording says (left out: transcribed)")
-    syn.add_argument("--asr-model", default=os.environ.get("OMNIVOICE_ASR_MODEL"),
-                     help="speech recogniser when --ref-text is left out: a Whisper folder or Hub repo "
-                     "(onnx-community format; default onnx-community/whisper-base)")  # fmt: skip
+    syn.add_argument(
+        "--asr-model",
+        default=os.environ.get("OMNIVOICE_ASR_MODEL"),
+        help="speech recogniser when --ref-text is left out: a Whisper folder or Hub repo "
+        "(onnx-community format; default onnx-community/whisper-base)",
+    )
     syn.add_argument("--voice-prompt", help="a .npz saved with the prompt command")
     syn.add_argument("--duration", type=float)
     syn.add_argument("--speed", type=float)
     syn.add_argument("--seed", type=int)
-    syn.add_argument("--num-step", type=_steps, default="balanced",
-                     help="1-64, or a preset: best (32 steps, exact, as upstream), balanced (16, prompt cache, "
-                     "guidance reuse; the default, as on the page), fast (12)")  # fmt: skip
-    syn.add_argument("--prompt-cache-refresh", type=int, help="run the whole prompt every N steps (0: every step, exact)")
-    syn.add_argument("--guidance-every", type=int, help="run the unconditional row every N steps (1: exact)")
+    syn.add_argument(
+        "--num-step",
+        type=_steps,
+        default="balanced",
+        help="1-64, or a preset: best (32 steps, exact, as upstream), balanced (16, prompt cache, "
+        "guidance reuse; the default, as on the page), fast (12)",
+    )
+    syn.add_argument(
+        "--prompt-cache-refresh",
+        type=int,
+        help="run the whole prompt every N steps (0: every step, exact)",
+    )
+    syn.add_argument(
+        "--guidance-every", type=int, help="run the unconditional row every N steps (1: exact)"
+    )
     syn.add_argument("--guidance-scale", type=float, default=2.0)
     syn.add_argument("--t-shift", type=float, default=0.1)
     syn.add_argument("--layer-penalty-factor", type=float, default=5.0)
@@ -166,14 +220,25 @@ def parse_args(argv):
     syn.add_argument("--no-postprocess-output", dest="postprocess_output", action="store_false")
     syn.set_defaults(func=cmd_synthesize)
 
-    ba = sub.add_parser("batch", help="the items of a JSONL file to wav files, resumable; a pool or Ray for many")
+    ba = sub.add_parser(
+        "batch", help="the items of a JSONL file to wav files, resumable; a pool or Ray for many"
+    )
     common(ba)
-    ba.add_argument("--input", required=True, help="JSONL: one {id, text, options of synthesize...} per line")
+    ba.add_argument(
+        "--input", required=True, help="JSONL: one {id, text, options of synthesize...} per line"
+    )
     ba.add_argument("--output-dir", required=True, help="OUT/<id>.wav and OUT/results.jsonl")
-    ba.add_argument("--workers", type=int, default=1,
-                    help="processes, each with its own model and cores/N threads (with --ray: actors)")  # fmt: skip
-    ba.add_argument("--ray", metavar="auto|local|HOST:PORT",
-                    help="run on a Ray cluster: this machine's (auto), a new one on this machine (local), or another")
+    ba.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes, each with its own model and cores/N threads (with --ray: actors)",
+    )
+    ba.add_argument(
+        "--ray",
+        metavar="auto|local|HOST:PORT",
+        help="run on a Ray cluster: this machine's (auto), a new one on this machine (local), or another",
+    )
     ba.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     ba.set_defaults(func=cmd_batch)
 
@@ -187,12 +252,18 @@ def parse_args(argv):
     common(pr)
     pr.add_argument("--ref-audio", required=True)
     pr.add_argument("--ref-text", help="what the reference recording says (left out: transcribed)")
-    pr.add_argument("--asr-model", default=os.environ.get("OMNIVOICE_ASR_MODEL"),
-                    help="speech recogniser when --ref-text is left out (default onnx-community/whisper-base)")
+    pr.add_argument(
+        "--asr-model",
+        default=os.environ.get("OMNIVOICE_ASR_MODEL"),
+        help="speech recogniser when --ref-text is left out (default onnx-community/whisper-base)",
+    )
     pr.add_argument("--output", required=True)
     pr.set_defaults(func=cmd_prompt)
 
-    ev = sub.add_parser("eval", help="real-time factor (equivalence with PyTorch: python -m omnivoice_build.equivalence)")
+    ev = sub.add_parser(
+        "eval",
+        help="real-time factor (equivalence with PyTorch: python -m omnivoice_build.equivalence)",
+    )
     common(ev)
     ev.add_argument("--mode", choices=["rtf"], default="rtf")
     ev.add_argument("--text", help="the text to speak")
@@ -200,10 +271,16 @@ def parse_args(argv):
     ev.add_argument("--num-step", type=_steps, default="best", help="1-256 or a preset (rtf)")
     ev.set_defaults(func=cmd_eval)
 
-    ins = sub.add_parser("inspect", help="what an artifact folder or Hub repo holds, and how it would be used")
-    ins.add_argument("source", nargs="?", default=os.environ.get("OMNIVOICE_ARTIFACTS"),
-                     help="artifact folder or Hub repo id (default: $OMNIVOICE_ARTIFACTS, else $OMNIVOICE_REPO "
-                     "or onnx-community/OmniVoice-Onnx)")  # fmt: skip
+    ins = sub.add_parser(
+        "inspect", help="what an artifact folder or Hub repo holds, and how it would be used"
+    )
+    ins.add_argument(
+        "source",
+        nargs="?",
+        default=os.environ.get("OMNIVOICE_ARTIFACTS"),
+        help="artifact folder or Hub repo id (default: $OMNIVOICE_ARTIFACTS, else $OMNIVOICE_REPO "
+        "or onnx-community/OmniVoice-Onnx)",
+    )
     ins.add_argument("--precision", choices=list(PROFILE_DIRS), help="one profile only")
     ins.add_argument("-v", "--verbose", action="store_true")
     ins.set_defaults(func=cmd_inspect)
@@ -212,7 +289,9 @@ def parse_args(argv):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(message)s"
+    )
     try:
         return args.func(args)
     except REPORTED as exc:

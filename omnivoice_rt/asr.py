@@ -32,8 +32,13 @@ DEFAULT_ASR_MODEL = "onnx-community/whisper-base"
 ASR_HINT = "give the transcript (ref_text; --ref-text on the command line), or set OMNIVOICE_ASR_MODEL to a local Whisper folder"
 ASR_RATE = 16000
 # What onnx-asr reads of an onnx-community Whisper export; the quantized graphs only for int8.
-ASR_FILES = ["config.json", "vocab.json", "added_tokens.json", "onnx/encoder_model{q}.onnx",
-             "onnx/decoder_model_merged{q}.onnx"]  # fmt: skip
+ASR_FILES = [
+    "config.json",
+    "vocab.json",
+    "added_tokens.json",
+    "onnx/encoder_model{q}.onnx",
+    "onnx/decoder_model_merged{q}.onnx",
+]
 # Each quantization's graph suffixes, in the order tried: onnx-community repos name their 8-bit
 # graphs "_int8", "_quantized" or "_uint8" depending on the conversion that made them.
 QUANTIZATIONS = {"int8": ["int8", "quantized", "uint8"], "fp32": [""]}
@@ -50,43 +55,72 @@ class Transcriber:
         self.model, self.folder, self.languages = model, folder, languages
 
     @classmethod
-    def load(cls, source: str | Path | None = None, quantization: str = "int8",
-             progress: Progress | None = None) -> Transcriber:  # fmt: skip
+    def load(
+        cls,
+        source: str | Path | None = None,
+        quantization: str = "int8",
+        progress: Progress | None = None,
+    ) -> Transcriber:
         """Whisper from a local folder or a Hub repo (None: ``OMNIVOICE_ASR_MODEL``, else
         ``DEFAULT_ASR_MODEL``); ``quantization`` int8 (the default) or fp32."""
         if quantization not in QUANTIZATIONS:
-            raise ValueError(f"unknown quantization {quantization!r}; use one of {', '.join(QUANTIZATIONS)}")
+            raise ValueError(
+                f"unknown quantization {quantization!r}; use one of {', '.join(QUANTIZATIONS)}"
+            )
         try:
             import onnx_asr
         except ImportError as exc:
-            raise ArtifactError("transcription needs onnx-asr: pip install -r requirements.txt") from exc
+            raise ArtifactError(
+                "transcription needs onnx-asr: pip install -r requirements.txt"
+            ) from exc
         source = source or asr_source()
         if str(source).lower() == "none":
-            raise ValueError("transcription is off (OMNIVOICE_ASR_MODEL=none), so ref_text is required: type what "
-                             "the reference recording says")  # fmt: skip
+            raise ValueError(
+                "transcription is off (OMNIVOICE_ASR_MODEL=none), so ref_text is required: type what "
+                "the reference recording says"
+            )
         first_missing: list[str] = []
         for variant in QUANTIZATIONS[quantization]:  # the first whose graphs the folder or repo has
             files = [name.format(q=f"_{variant}" if variant else "") for name in ASR_FILES]
             try:
-                folder = Path(source) if Path(source).is_dir() else download(str(source), files, progress, hint=ASR_HINT)
+                folder = (
+                    Path(source)
+                    if Path(source).is_dir()
+                    else download(str(source), files, progress, hint=ASR_HINT)
+                )
             except ArtifactError as exc:
-                raise ArtifactError(f"the speech recogniser, which transcribes a reference given without its "
-                                    f"transcript: {exc}") from exc  # fmt: skip
+                raise ArtifactError(
+                    f"the speech recogniser, which transcribes a reference given without its "
+                    f"transcript: {exc}"
+                ) from exc
             missing = [name for name in files if not (folder / name).is_file()]
             if not missing:
                 break
             first_missing = first_missing or missing
         else:
-            raise ArtifactError(f"the speech recogniser in {folder} lacks {', '.join(first_missing)}: it must be an "
-                                f"onnx-community Whisper export (see omnivoice_rt/asr.py); or {ASR_HINT}")  # fmt: skip
+            raise ArtifactError(
+                f"the speech recogniser in {folder} lacks {', '.join(first_missing)}: it must be an "
+                f"onnx-community Whisper export (see omnivoice_rt/asr.py); or {ASR_HINT}"
+            )
         try:
             model = onnx_asr.load_model("whisper", folder, quantization=variant or None)
         except Exception as exc:  # onnx-asr and onnxruntime raise their own types
             detail = " ".join(str(exc).split())[:300]
-            raise ArtifactError(f"the speech recogniser in {folder} could not be loaded ({detail}); {ASR_HINT}") from exc
+            raise ArtifactError(
+                f"the speech recogniser in {folder} could not be loaded ({detail}); {ASR_HINT}"
+            ) from exc
         tokens = json.loads((folder / "added_tokens.json").read_text(encoding="utf-8"))
-        languages = {t[2:-2] for t in tokens if t.startswith("<|") and t.endswith("|>") and 2 <= len(t) - 4 <= 3}
-        logger.info("loaded the speech recogniser from %s (%s, %d languages)", folder, quantization, len(languages))
+        languages = {
+            t[2:-2]
+            for t in tokens
+            if t.startswith("<|") and t.endswith("|>") and 2 <= len(t) - 4 <= 3
+        }
+        logger.info(
+            "loaded the speech recogniser from %s (%s, %d languages)",
+            folder,
+            quantization,
+            len(languages),
+        )
         return cls(model, folder, languages)
 
     def transcribe(self, audio, language: str | None = None) -> str:
@@ -97,19 +131,27 @@ class Transcriber:
         wav = audio_ops.load_audio(audio, ASR_RATE)
         seconds = wav.shape[-1] / ASR_RATE
         if seconds > MAX_REFERENCE_S:
-            raise ValueError(f"the reference is {seconds:.1f} s long; transcription takes at most "
-                             f"{MAX_REFERENCE_S:.0f} s: use 3-10 s of speech")  # fmt: skip
+            raise ValueError(
+                f"the reference is {seconds:.1f} s long; transcription takes at most "
+                f"{MAX_REFERENCE_S:.0f} s: use 3-10 s of speech"
+            )
         code = language if language in self.languages else None
         if language and code is None:
-            logger.info("Whisper does not know language %r; it detects the language itself", language)
+            logger.info(
+                "Whisper does not know language %r; it detects the language itself", language
+            )
         try:
             text = self.model.recognize(wav[0], sample_rate=ASR_RATE, language=code)
         except Exception as exc:  # noqa: BLE001 - onnxruntime errors, a token the vocabulary lacks
             detail = " ".join(str(exc).split())[:300]
-            raise ArtifactError(f"transcribing the reference failed ({type(exc).__name__}: {detail}); "
-                                "type what it says instead") from exc  # fmt: skip
+            raise ArtifactError(
+                f"transcribing the reference failed ({type(exc).__name__}: {detail}); "
+                "type what it says instead"
+            ) from exc
         text = " ".join(str(text).split())
         if not text:
-            raise ValueError("no speech was recognised in the reference: record 3-10 s of clear speech, "
-                             "or type what it says")  # fmt: skip
+            raise ValueError(
+                "no speech was recognised in the reference: record 3-10 s of clear speech, "
+                "or type what it says"
+            )
         return text

@@ -24,7 +24,9 @@ SAMPLE_RATE = 24000
 # ----------------------------------------------------------------------------- loading
 
 
-def load_audio(source, sample_rate: int = SAMPLE_RATE, max_seconds: float = MAX_SOURCE_S) -> np.ndarray:
+def load_audio(
+    source, sample_rate: int = SAMPLE_RATE, max_seconds: float = MAX_SOURCE_S
+) -> np.ndarray:
     """A mono (1, T) float32 waveform at ``sample_rate`` from a path, bytes, or (array, rate).
 
     A file is measured from its header first (length, rate, channels) and refused, undecoded, when
@@ -54,12 +56,20 @@ def load_audio(source, sample_rate: int = SAMPLE_RATE, max_seconds: float = MAX_
 
 def _check_format(frames: int, rate, channels: int, max_seconds: float, target_rate: int) -> None:
     if not isinstance(rate, (int, np.integer)) or not 0 < rate <= MAX_SOURCE_RATE:
-        raise ValueError(f"invalid sample rate {rate!r}; a reference needs 1 to {MAX_SOURCE_RATE} samples per second")
+        raise ValueError(
+            f"invalid sample rate {rate!r}; a reference needs 1 to {MAX_SOURCE_RATE} samples per second"
+        )
     gcd = math.gcd(int(rate), target_rate)
-    if (rate // gcd) * (target_rate // gcd) > 10_000_000:  # the resampling kernel would take gigabytes
-        raise ValueError(f"the reference's sample rate {rate} Hz is unusual; save it at 16, 24, 44.1 or 48 kHz")
+    if (rate // gcd) * (
+        target_rate // gcd
+    ) > 10_000_000:  # the resampling kernel would take gigabytes
+        raise ValueError(
+            f"the reference's sample rate {rate} Hz is unusual; save it at 16, 24, 44.1 or 48 kHz"
+        )
     if not 0 < channels <= MAX_SOURCE_CHANNELS:
-        raise ValueError(f"the reference has {channels} channels; at most {MAX_SOURCE_CHANNELS} are read")
+        raise ValueError(
+            f"the reference has {channels} channels; at most {MAX_SOURCE_CHANNELS} are read"
+        )
     if frames / rate > max_seconds:
         raise ValueError(
             f"the reference is {frames / rate:.0f} s long; use 3-10 s of speech (files over {max_seconds:.0f} s "
@@ -81,12 +91,16 @@ def _read_mono(source, max_seconds: float, target_rate: int) -> tuple[np.ndarray
             for chunk in f.blocks(blocksize=block, dtype="float32", always_2d=True):
                 total += chunk.shape[0]
                 if total > limit:  # the header understated the length
-                    raise ValueError(f"the reference is longer than {max_seconds:.0f} s; use 3-10 s of speech")
+                    raise ValueError(
+                        f"the reference is longer than {max_seconds:.0f} s; use 3-10 s of speech"
+                    )
                 pieces.append(chunk.mean(axis=1) if f.channels > 1 else chunk[:, 0].copy())
             rate = f.samplerate
     except (RuntimeError, sf.LibsndfileError, TypeError, OSError, EOFError) as exc:
         detail = without_path(exc, source)  # a server's messages name no file of its own
-        raise ValueError(f"could not read the reference audio ({detail}); use a WAV, FLAC or OGG file") from exc
+        raise ValueError(
+            f"could not read the reference audio ({detail}); use a WAV, FLAC or OGG file"
+        ) from exc
     data = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
     return data[None, :], rate
 
@@ -105,12 +119,16 @@ def without_path(exc: BaseException, path) -> str:
 
 
 @lru_cache(maxsize=16)
-def _sinc_kernel(orig: int, new: int, width_zeros: int = 6, rolloff: float = 0.99) -> tuple[np.ndarray, int]:
+def _sinc_kernel(
+    orig: int, new: int, width_zeros: int = 6, rolloff: float = 0.99
+) -> tuple[np.ndarray, int]:
     """torchaudio's ``_get_sinc_resample_kernel`` (sinc_interp_hann), for rates already divided by their gcd."""
     base = min(orig, new) * rolloff
     width = math.ceil(width_zeros * orig / base)
     idx = np.arange(-width, width + orig, dtype=np.float64)[None, :] / orig
-    t = (np.arange(0, -new, -1, dtype=np.float32)[:, None] / np.float32(new)).astype(np.float64) + idx
+    t = (np.arange(0, -new, -1, dtype=np.float32)[:, None] / np.float32(new)).astype(
+        np.float64
+    ) + idx
     t = np.clip(t * base, -width_zeros, width_zeros)
     window = np.cos(t * math.pi / width_zeros / 2) ** 2
     t = t * math.pi
@@ -138,8 +156,12 @@ def resample(audio: np.ndarray, orig_rate: int, new_rate: int) -> np.ndarray:
     steps = (padded.shape[-1] - taps) // orig + 1
     windows = np.lib.stride_tricks.sliding_window_view(padded, taps, axis=-1)[:, ::orig][:, :steps]
     out = np.empty((flat.shape[0], steps, new), dtype=np.float32)
-    for start in range(0, steps, _RESAMPLE_STEPS):  # in pieces: the windows overlap, a copy of all would not fit
-        out[:, start : start + _RESAMPLE_STEPS] = np.einsum("bsk,nk->bsn", windows[:, start : start + _RESAMPLE_STEPS], kernels)
+    for start in range(
+        0, steps, _RESAMPLE_STEPS
+    ):  # in pieces: the windows overlap, a copy of all would not fit
+        out[:, start : start + _RESAMPLE_STEPS] = np.einsum(
+            "bsk,nk->bsn", windows[:, start : start + _RESAMPLE_STEPS], kernels
+        )
     out = out.reshape(flat.shape[0], -1)
     target = math.ceil(new * length / orig)
     return np.ascontiguousarray(out[:, :target]).reshape(*shape[:-1], -1)
@@ -157,7 +179,9 @@ def _to_segment(audio: np.ndarray, rate: int):
     pcm = (audio * 32768.0).clip(-32768, 32767).astype(np.int16)
     if pcm.shape[0] > 1:
         pcm = pcm.T.flatten()
-    return AudioSegment(data=pcm.tobytes(), sample_width=2, frame_rate=rate, channels=audio.shape[0])
+    return AudioSegment(
+        data=pcm.tobytes(), sample_width=2, frame_rate=rate, channels=audio.shape[0]
+    )
 
 
 def _from_segment(segment) -> np.ndarray:
@@ -165,14 +189,18 @@ def _from_segment(segment) -> np.ndarray:
     return data[None, :] if segment.channels == 1 else data.reshape(-1, segment.channels).T
 
 
-def remove_silence(audio: np.ndarray, rate: int, mid_sil: int = 300, lead_sil: int = 100, trail_sil: int = 300) -> np.ndarray:
+def remove_silence(
+    audio: np.ndarray, rate: int, mid_sil: int = 300, lead_sil: int = 100, trail_sil: int = 300
+) -> np.ndarray:
     """Shorten inner silences over ``mid_sil`` ms and trim the edges to ``lead_sil``/``trail_sil`` ms."""
     from pydub import AudioSegment
     from pydub.silence import detect_leading_silence, split_on_silence
 
     wave = _to_segment(audio, rate)
     if mid_sil > 0:
-        pieces = split_on_silence(wave, min_silence_len=mid_sil, silence_thresh=-50, keep_silence=mid_sil, seek_step=10)
+        pieces = split_on_silence(
+            wave, min_silence_len=mid_sil, silence_thresh=-50, keep_silence=mid_sil, seek_step=10
+        )
         wave = AudioSegment.silent(duration=0)
         for piece in pieces:
             wave += piece
@@ -182,8 +210,13 @@ def remove_silence(audio: np.ndarray, rate: int, mid_sil: int = 300, lead_sil: i
     return _from_segment(wave[start:].reverse())
 
 
-def trim_long_audio(audio: np.ndarray, rate: int, max_duration: float = 15.0, min_duration: float = 3.0,
-                    trim_threshold: float = 20.0) -> np.ndarray:  # fmt: skip
+def trim_long_audio(
+    audio: np.ndarray,
+    rate: int,
+    max_duration: float = 15.0,
+    min_duration: float = 3.0,
+    trim_threshold: float = 20.0,
+) -> np.ndarray:
     """Cut audio longer than ``trim_threshold`` s at the latest silence gap before ``max_duration``."""
     from pydub.silence import detect_nonsilent
 
@@ -208,8 +241,12 @@ def trim_long_audio(audio: np.ndarray, rate: int, max_duration: float = 15.0, mi
 # ----------------------------------------------------------------------------- fades
 
 
-def fade_and_pad(audio: np.ndarray, pad_duration: float = 0.1, fade_duration: float = 0.1,
-                 rate: int = SAMPLE_RATE) -> np.ndarray:  # fmt: skip
+def fade_and_pad(
+    audio: np.ndarray,
+    pad_duration: float = 0.1,
+    fade_duration: float = 0.1,
+    rate: int = SAMPLE_RATE,
+) -> np.ndarray:
     """Linear fade-in/out of ``fade_duration`` s, then ``pad_duration`` s of silence each side."""
     if audio.shape[-1] == 0:
         return audio
@@ -230,7 +267,9 @@ def seam_length(rate: int = SAMPLE_RATE, silence_duration: float = 0.3) -> int:
     return int(silence_duration * rate) // 3
 
 
-def cross_fade(chunks: list[np.ndarray], rate: int = SAMPLE_RATE, silence_duration: float = 0.3) -> np.ndarray:
+def cross_fade(
+    chunks: list[np.ndarray], rate: int = SAMPLE_RATE, silence_duration: float = 0.3
+) -> np.ndarray:
     """Join chunks with a 0.1 s fade-out, 0.1 s of silence and a 0.1 s fade-in at each seam."""
     if len(chunks) == 1:
         return chunks[0]
@@ -244,5 +283,7 @@ def cross_fade(chunks: list[np.ndarray], rate: int = SAMPLE_RATE, silence_durati
         n_in = min(fade, incoming.shape[-1])
         if n_in > 0:
             incoming[..., :n_in] *= np.linspace(0, 1, n_in, dtype=np.float32)[None, :]
-        merged = np.concatenate([merged, np.zeros((chunks[0].shape[0], fade), np.float32), incoming], axis=-1)
+        merged = np.concatenate(
+            [merged, np.zeros((chunks[0].shape[0], fade), np.float32), incoming], axis=-1
+        )
     return merged

@@ -36,13 +36,30 @@ logger = logging.getLogger(__name__)
 
 # An item's options and the JSON types each takes (bool is not a number here).
 ITEM_OPTIONS = {
-    "language": str, "instruct": str, "voice_prompt": str, "ref_audio": str, "ref_text": str, "seed": int,
-    "num_step": (int, str), "preset": str, "duration": (int, float), "speed": (int, float),
-    "guidance_scale": (int, float), "t_shift": (int, float), "denoise": bool, "postprocess_output": bool,
-    "prompt_cache_refresh": int, "guidance_every": int,
-}  # fmt: skip
-KIND_NAMES = {str: "a string", int: "a whole number", bool: "true or false", (int, float): "a number",
-              (int, str): "a number of steps or a preset name"}  # fmt: skip
+    "language": str,
+    "instruct": str,
+    "voice_prompt": str,
+    "ref_audio": str,
+    "ref_text": str,
+    "seed": int,
+    "num_step": (int, str),
+    "preset": str,
+    "duration": (int, float),
+    "speed": (int, float),
+    "guidance_scale": (int, float),
+    "t_shift": (int, float),
+    "denoise": bool,
+    "postprocess_output": bool,
+    "prompt_cache_refresh": int,
+    "guidance_every": int,
+}
+KIND_NAMES = {
+    str: "a string",
+    int: "a whole number",
+    bool: "true or false",
+    (int, float): "a number",
+    (int, str): "a number of steps or a preset name",
+}
 FILE_OPTIONS = ("voice_prompt", "ref_audio")  # their contents are part of an item's digest
 ITEM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # becomes a file name
 DEFAULT_PRESET = "balanced"
@@ -75,7 +92,9 @@ class Record:
 # ----------------------------------------------------------------------------- items
 
 
-def read_items(path: str | Path, precision: str, model: str = "") -> tuple[list[Item], list[Record]]:
+def read_items(
+    path: str | Path, precision: str, model: str = ""
+) -> tuple[list[Item], list[Record]]:
     """The input's items, checked line by line; a bad line becomes a failed record, the rest go on.
     ``model`` identifies the artifacts (see :func:`model_identity`); it is part of every digest."""
     path = Path(path)
@@ -100,15 +119,21 @@ def read_items(path: str | Path, precision: str, model: str = "") -> tuple[list[
 def check_item(line: int, raw: dict, seen: set, folder: Path, model: str) -> Item:
     item_id, text = raw.get("id"), raw.get("text")
     if not isinstance(item_id, str) or not ITEM_ID.fullmatch(item_id):
-        raise ValueError(f"'id' must be 1-128 letters, digits, '_', '.' or '-' (it names the wav), got {item_id!r}")
+        raise ValueError(
+            f"'id' must be 1-128 letters, digits, '_', '.' or '-' (it names the wav), got {item_id!r}"
+        )
     if item_id.casefold() in seen:  # a.wav and A.wav are one file on some file systems
-        raise ValueError(f"the id {item_id!r} is used by an earlier line (ids must be unique, whatever their case)")
+        raise ValueError(
+            f"the id {item_id!r} is used by an earlier line (ids must be unique, whatever their case)"
+        )
     seen.add(item_id.casefold())
     if not isinstance(text, str) or not text.strip():
         raise ValueError("'text' is required: what to say")
     unknown = set(raw) - set(ITEM_OPTIONS) - {"id", "text"}
     if unknown:
-        raise ValueError(f"unknown option(s) {', '.join(sorted(unknown))}; an item takes {', '.join(sorted(ITEM_OPTIONS))}")
+        raise ValueError(
+            f"unknown option(s) {', '.join(sorted(unknown))}; an item takes {', '.join(sorted(ITEM_OPTIONS))}"
+        )
     options = {k: v for k, v in raw.items() if k in ITEM_OPTIONS and v is not None}
     for key, value in options.items():
         kinds = ITEM_OPTIONS[key]
@@ -116,19 +141,31 @@ def check_item(line: int, raw: dict, seen: set, folder: Path, model: str) -> Ite
             raise ValueError(f"{key} must be {KIND_NAMES[kinds]}, got {value!r}")
     options["num_step"] = options.pop("preset", None) or options.get("num_step", DEFAULT_PRESET)
     if isinstance(options["num_step"], str) and options["num_step"] not in PRESETS:
-        raise ValueError(f"unknown preset {options['num_step']!r}; choose one of {', '.join(PRESETS)}")
+        raise ValueError(
+            f"unknown preset {options['num_step']!r}; choose one of {', '.join(PRESETS)}"
+        )
     options.setdefault("seed", int(hashlib.sha256(item_id.encode()).hexdigest()[:8], 16) % 2**31)
     contents = {}
     for key in FILE_OPTIONS:
         if key in options:
             file = (folder / options[key]).resolve()
             if not file.is_file():
-                raise FileNotFoundError(f"{key} {options[key]!r}: no such file (relative paths start at the input's folder)")
+                raise FileNotFoundError(
+                    f"{key} {options[key]!r}: no such file (relative paths start at the input's folder)"
+                )
             options[key] = str(file)
             contents[key] = hashlib.sha256(file.read_bytes()).hexdigest()
-    settings = {k: v for k, v in options.items() if k not in FILE_OPTIONS}  # files by their contents, not paths
+    settings = {
+        k: v for k, v in options.items() if k not in FILE_OPTIONS
+    }  # files by their contents, not paths
     bundle = PRESETS.get(options["num_step"]) if isinstance(options["num_step"], str) else None
-    made_of = {"text": text, "model": model, "options": settings, "preset": bundle, "files": contents}
+    made_of = {
+        "text": text,
+        "model": model,
+        "options": settings,
+        "preset": bundle,
+        "files": contents,
+    }
     digest = hashlib.sha256(json.dumps(made_of, sort_keys=True).encode()).hexdigest()
     return Item(line, item_id, text, options, digest)
 
@@ -141,7 +178,9 @@ def model_identity(source, precision: str) -> str:
 
     if source and Path(source).is_dir():
         manifest = Path(source) / "omnivoice_manifest.json"
-        listing = manifest.read_bytes() if manifest.is_file() else str(Path(source).resolve()).encode()
+        listing = (
+            manifest.read_bytes() if manifest.is_file() else str(Path(source).resolve()).encode()
+        )
         return hashlib.sha256(listing).hexdigest()
     return str(source or os.environ.get("OMNIVOICE_REPO") or DEFAULT_REPO)
 
@@ -176,14 +215,29 @@ class Synthesizer:
             return Record(item.line, item.id, "failed", settings=settings, error=str(exc)), None
         except Exception as exc:  # noqa: BLE001 - one item's failure must not end the batch; the log has the trace
             logger.exception("item %s failed", item.id)
-            return Record(item.line, item.id, "failed", settings=settings, error=f"{type(exc).__name__}: {exc}"), None
+            return Record(
+                item.line,
+                item.id,
+                "failed",
+                settings=settings,
+                error=f"{type(exc).__name__}: {exc}",
+            ), None
         took = time.perf_counter() - started
         buffer = io.BytesIO()
         with sf.SoundFile(buffer, "w", speech.sample_rate, 1, "PCM_16", format="WAV") as wav:
             wav.comment = item.digest
             wav.write(pcm16(speech.waveform))  # as every door writes 16-bit samples
-        record = Record(item.line, item.id, "made", f"{item.id}.wav", item.digest, round(speech.seconds, 3),
-                        round(took, 3), round(took / max(speech.seconds, 1e-9), 3), settings)  # fmt: skip
+        record = Record(
+            item.line,
+            item.id,
+            "made",
+            f"{item.id}.wav",
+            item.digest,
+            round(speech.seconds, 3),
+            round(took, 3),
+            round(took / max(speech.seconds, 1e-9), 3),
+            settings,
+        )
         return record, buffer.getvalue()
 
 
@@ -202,8 +256,16 @@ def _run_in_worker(item: Item):
 # ----------------------------------------------------------------------------- the run
 
 
-def run_batch(input_path, output_dir, source=None, precision: str = "int4", workers: int = 1, ray: str | None = None,
-              threads: int | None = None, show_progress: bool = True) -> dict:  # fmt: skip
+def run_batch(
+    input_path,
+    output_dir,
+    source=None,
+    precision: str = "int4",
+    workers: int = 1,
+    ray: str | None = None,
+    threads: int | None = None,
+    show_progress: bool = True,
+) -> dict:
     """Make every item of ``input_path`` not already made; returns the counts {made, skipped, failed}."""
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -211,7 +273,9 @@ def run_batch(input_path, output_dir, source=None, precision: str = "int4", work
         return _run_batch(input_path, out, source, precision, workers, ray, threads, show_progress)
 
 
-def _run_batch(input_path, out: Path, source, precision, workers, ray, threads, show_progress) -> dict:
+def _run_batch(
+    input_path, out: Path, source, precision, workers, ray, threads, show_progress
+) -> dict:
     for stale in out.glob(".*.tmp"):  # what a killed run was writing
         stale.unlink(missing_ok=True)
     items, records = read_items(input_path, precision, model_identity(source, precision))
@@ -220,17 +284,30 @@ def _run_batch(input_path, out: Path, source, precision, workers, ray, threads, 
     for item in items:
         if made_by(out / f"{item.id}.wav") == item.digest:
             kept = earlier.get((item.id, item.digest))
-            kept = kept or Record(item.line, item.id, "made", f"{item.id}.wav", item.digest, settings=item.options)
-            records.append(Record(**{**asdict(kept), "line": item.line, "status": "skipped", "error": None}))
+            kept = kept or Record(
+                item.line, item.id, "made", f"{item.id}.wav", item.digest, settings=item.options
+            )
+            records.append(
+                Record(**{**asdict(kept), "line": item.line, "status": "skipped", "error": None})
+            )
         else:
             todo.append(item)
-    todo.sort(key=lambda item: len(item.text), reverse=True)  # the longest first: the workers finish together
-    logger.info("%d items: %d to make, %d already made, %d bad lines", len(items), len(todo),
-                sum(r.status == "skipped" for r in records), sum(r.status == "failed" for r in records))  # fmt: skip
+    todo.sort(
+        key=lambda item: len(item.text), reverse=True
+    )  # the longest first: the workers finish together
+    logger.info(
+        "%d items: %d to make, %d already made, %d bad lines",
+        len(items),
+        len(todo),
+        sum(r.status == "skipped" for r in records),
+        sum(r.status == "failed" for r in records),
+    )
     with open(out / RESULTS, "a", encoding="utf-8") as log:
         for record in records:
             log.write(json.dumps(asdict(record)) + "\n")
-        for record, data in progress_bar(results(todo, source, precision, workers, ray, threads), len(todo), show_progress):
+        for record, data in progress_bar(
+            results(todo, source, precision, workers, ray, threads), len(todo), show_progress
+        ):
             if data is not None:
                 write_atomically(out / f"{record.id}.wav", data)
             log.write(json.dumps(asdict(record)) + "\n")
@@ -238,10 +315,14 @@ def _run_batch(input_path, out: Path, source, precision, workers, ray, threads, 
             records.append(record)
     records.sort(key=lambda record: record.line)  # one line per input line, in the input's order
     write_atomically(out / RESULTS, "".join(json.dumps(asdict(r)) + "\n" for r in records).encode())
-    return {status: sum(r.status == status for r in records) for status in ("made", "skipped", "failed")}
+    return {
+        status: sum(r.status == status for r in records) for status in ("made", "skipped", "failed")
+    }
 
 
-def results(items: list[Item], source, precision, workers: int, ray: str | None, threads) -> Iterator:
+def results(
+    items: list[Item], source, precision, workers: int, ray: str | None, threads
+) -> Iterator:
     """(record, wav bytes) for each item, as they finish: here, in a process pool, or on Ray."""
     if not items:
         return iter(())
@@ -268,9 +349,14 @@ def pool_results(items, source, precision, workers: int, threads) -> Iterator:
         for future in as_completed(futures):
             try:
                 yield future.result()
-            except BrokenProcessPool as exc:  # a worker died (out of memory, killed): its items fail, and say why
+            except (
+                BrokenProcessPool
+            ) as exc:  # a worker died (out of memory, killed): its items fail, and say why
                 item = futures[future]
-                yield Record(item.line, item.id, "failed", error=f"the worker process died ({exc})"), None
+                yield (
+                    Record(item.line, item.id, "failed", error=f"the worker process died ({exc})"),
+                    None,
+                )
 
 
 def previous_records(path: Path) -> dict[tuple, Record]:
@@ -296,7 +382,9 @@ def exclusive(out: Path):
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise ValueError(f"another batch run is writing to {out}; wait for it, or use another --output-dir") from None
+            raise ValueError(
+                f"another batch run is writing to {out}; wait for it, or use another --output-dir"
+            ) from None
         yield
 
 

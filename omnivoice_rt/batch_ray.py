@@ -16,7 +16,9 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 
-def ray_results(items: list, source, precision: str, workers: int, address: str, threads: int | None) -> Iterator:
+def ray_results(
+    items: list, source, precision: str, workers: int, address: str, threads: int | None
+) -> Iterator:
     """(record, wav bytes) for each item, as the actors finish them.
 
     ``address``: ``auto`` (the cluster this machine belongs to), ``local`` (a cluster of this
@@ -33,12 +35,18 @@ def ray_results(items: list, source, precision: str, workers: int, address: str,
     source = str(Path(source).resolve()) if source and Path(source).is_dir() else source
     package = str(Path(omnivoice_rt.__file__).parent)
     try:
-        ray.init(address=None if address == "local" else address, runtime_env={"py_modules": [package]},
-                 log_to_driver=False, logging_level=logging.WARNING)  # fmt: skip
+        ray.init(
+            address=None if address == "local" else address,
+            runtime_env={"py_modules": [package]},
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+        )
     except ConnectionError as exc:  # no cluster there
         where = "on this machine" if address == "auto" else f"at {address}"
-        raise ValueError(f"--ray {address}: no Ray cluster is running {where}; start one with `ray start --head`, "
-                         "or use --ray local for a cluster of this machine alone, for this run") from exc  # fmt: skip
+        raise ValueError(
+            f"--ray {address}: no Ray cluster is running {where}; start one with `ray start --head`, "
+            "or use --ray local for a cluster of this machine alone, for this run"
+        ) from exc
     try:
         cpus = int(ray.cluster_resources().get("CPU", 1))
         actors = workers if workers > 1 else max(1, cpus // 2)

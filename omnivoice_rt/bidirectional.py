@@ -30,7 +30,9 @@ def _load_with_weights(src: Path):
         info = {entry.key: entry.value for entry in tensor.external_data}
         location = info.get("location", "")
         if not location or "/" in location or "\\" in location or location.startswith(".."):
-            raise ValueError(f"{src}: tensor {tensor.name} points outside its folder ({location!r})")
+            raise ValueError(
+                f"{src}: tensor {tensor.name} points outside its folder ({location!r})"
+            )
         with open((src.parent / location).resolve(), "rb") as f:
             f.seek(int(info.get("offset", 0)))
             tensor.raw_data = f.read(int(info["length"])) if "length" in info else f.read()
@@ -62,9 +64,13 @@ def make_bidirectional(src: str | Path, dst: str | Path) -> int:
     data_name = dst.name + ".data"
     (dst.parent / data_name).unlink(missing_ok=True)
     onnx.save_model(
-        model, str(dst), save_as_external_data=True, all_tensors_to_one_file=True,
-        location=data_name, size_threshold=1024,
-    )  # fmt: skip
+        model,
+        str(dst),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location=data_name,
+        size_threshold=1024,
+    )
     logger.info("made %d attention nodes of %s bidirectional", changed, dst.name)
     return changed
 
@@ -89,11 +95,18 @@ def position_table(path: str | Path) -> int | None:
     import onnx
 
     model = onnx.load(str(path), load_external_data=False)
-    return next((int(t.dims[0]) for t in model.graph.initializer if t.name == "cos_cache" and t.dims), None)
+    return next(
+        (int(t.dims[0]) for t in model.graph.initializer if t.name == "cos_cache" and t.dims), None
+    )
 
 
-def llm_feeds(session, inputs_embeds: np.ndarray, attention_mask: np.ndarray | None, head_dim: int,
-              past: dict[str, np.ndarray] | None = None) -> dict:  # fmt: skip
+def llm_feeds(
+    session,
+    inputs_embeds: np.ndarray,
+    attention_mask: np.ndarray | None,
+    head_dim: int,
+    past: dict[str, np.ndarray] | None = None,
+) -> dict:
     """Feeds for one forward: the embeddings; every input whose name contains "past" from ``past``
     (keys and values of earlier positions) or empty; the mask over past and new positions (all
     ones when None); and, where the graph takes ``position_ids``, positions that continue after
@@ -106,10 +119,14 @@ def llm_feeds(session, inputs_embeds: np.ndarray, attention_mask: np.ndarray | N
     feeds = {"inputs_embeds": inputs_embeds, "attention_mask": attention_mask}
     for arg in session.get_inputs():
         if arg.name == "position_ids":
-            feeds[arg.name] = np.broadcast_to(np.arange(past_len, past_len + seq, dtype=np.int64), (batch, seq)).copy()
+            feeds[arg.name] = np.broadcast_to(
+                np.arange(past_len, past_len + seq, dtype=np.int64), (batch, seq)
+            ).copy()
         elif "past" in arg.name:
             dtype = np.float16 if "float16" in arg.type else np.float32
-            feeds[arg.name] = past.get(arg.name, np.zeros((batch, arg.shape[1], 0, head_dim), dtype=dtype))
+            feeds[arg.name] = past.get(
+                arg.name, np.zeros((batch, arg.shape[1], 0, head_dim), dtype=dtype)
+            )
     return feeds
 
 
@@ -117,7 +134,11 @@ def present_names(session) -> dict[str, str] | None:
     """``{past input: present output}`` of an onnxruntime-genai LLM (``past_key_values.N.key`` ->
     ``present.N.key``), or None when the graph does not pair them that way."""
     outputs = {o.name for o in session.get_outputs()}
-    pairs = {a.name: a.name.replace("past_key_values", "present") for a in session.get_inputs() if "past" in a.name}
+    pairs = {
+        a.name: a.name.replace("past_key_values", "present")
+        for a in session.get_inputs()
+        if "past" in a.name
+    }
     return pairs if pairs and all(name in outputs for name in pairs.values()) else None
 
 
@@ -136,7 +157,9 @@ def check_bidirectional(session, head_dim: int, seq_len: int = 8, tolerance: flo
     changed[0, -1] = rng.standard_normal(hidden).astype(dtype)
     mask = np.ones((1, seq_len), dtype=np.int64)
     first = [
-        session.run(["hidden_states"], llm_feeds(session, e, mask, head_dim))[0][0, 0].astype(np.float32)
+        session.run(["hidden_states"], llm_feeds(session, e, mask, head_dim))[0][0, 0].astype(
+            np.float32
+        )
         for e in (embeds, changed)
     ]
     moved = float(np.abs(first[0] - first[1]).max())

@@ -27,9 +27,13 @@ class Codec:
         self.num_codebooks = num_codebooks
         probe = self.decode(np.zeros((self.num_codebooks, 2), dtype=np.int64))
         if not np.all(np.isfinite(probe)):
-            raise ArtifactError(f"{graphs['higgs_decoder'].path} decodes to NaN or infinite samples on this machine")
+            raise ArtifactError(
+                f"{graphs['higgs_decoder'].path} decodes to NaN or infinite samples on this machine"
+            )
         if probe.shape[-1] % 2 or probe.shape[-1] == 0:
-            raise ArtifactError(f"{graphs['higgs_decoder'].path} turned 2 frames into {probe.shape[-1]} samples")
+            raise ArtifactError(
+                f"{graphs['higgs_decoder'].path} turned 2 frames into {probe.shape[-1]} samples"
+            )
         self.hop_length = probe.shape[-1] // 2
 
     @property
@@ -43,17 +47,33 @@ class Codec:
         if graph.signature.sample_rate != self.sample_rate:
             waveform = resample(waveform, self.sample_rate, graph.signature.sample_rate)
         rank = len(graph.input(name).shape)
-        return {name: np.ascontiguousarray(waveform.reshape((1,) * (rank - 1) + (-1,)), dtype=np.float32)}
+        return {
+            name: np.ascontiguousarray(
+                waveform.reshape((1,) * (rank - 1) + (-1,)), dtype=np.float32
+            )
+        }
 
     def encode(self, waveform: np.ndarray) -> np.ndarray:
         """(1, N) float32 at 24 kHz, N a multiple of the hop -> (C, N / hop) int64 codes."""
         if waveform.shape[-1] % self.hop_length or waveform.shape[-1] == 0:
-            raise ValueError(f"codec input must be a non-zero multiple of {self.hop_length} samples")
-        acoustic = self.graphs["acoustic_encoder"].run(None, self._waveform("acoustic_encoder", waveform))[0]
-        semantic = self.graphs["semantic_encoder"].run(None, self._waveform("semantic_encoder", waveform))[0]
+            raise ValueError(
+                f"codec input must be a non-zero multiple of {self.hop_length} samples"
+            )
+        acoustic = self.graphs["acoustic_encoder"].run(
+            None, self._waveform("acoustic_encoder", waveform)
+        )[0]
+        semantic = self.graphs["semantic_encoder"].run(
+            None, self._waveform("semantic_encoder", waveform)
+        )[0]
         frames = min(acoustic.shape[-1], semantic.shape[-1])
         quantizer = self.graphs["quantizer_encoder"]
-        feeds = dict(zip(quantizer.signature.inputs, (acoustic[..., :frames], semantic[..., :frames]), strict=True))
+        feeds = dict(
+            zip(
+                quantizer.signature.inputs,
+                (acoustic[..., :frames], semantic[..., :frames]),
+                strict=True,
+            )
+        )
         codes = quantizer.run(None, feeds)[0]
         return codes[:, 0] if quantizer.signature.codes_layout == "CBT" else codes[0]
 

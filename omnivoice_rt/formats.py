@@ -29,14 +29,24 @@ FORMATS = {
     "opus": ("audio/ogg", "OGG", "OPUS"),
     "pcm": ("audio/pcm", None, None),
 }
-STREAMED = {"pcm", "wav", "mp3", "opus"}  # formats whose bytes can leave before the end of the audio
+STREAMED = {
+    "pcm",
+    "wav",
+    "mp3",
+    "opus",
+}  # formats whose bytes can leave before the end of the audio
 
 
 def available_formats() -> list[str]:
     """The formats this machine's libsndfile writes (mp3 and opus need libsndfile 1.1 or later)."""
     writable = sf.available_formats()
-    return [name for name, (_, container, subtype) in FORMATS.items()
-            if container is None or subtype in sf.available_subtypes(container) and container in writable]  # fmt: skip
+    return [
+        name
+        for name, (_, container, subtype) in FORMATS.items()
+        if container is None
+        or subtype in sf.available_subtypes(container)
+        and container in writable
+    ]
 
 
 def pcm16(waveform: np.ndarray) -> np.ndarray:
@@ -48,7 +58,9 @@ def wav_header(sample_rate: int, data_bytes: int = 0xFFFFFFFF) -> bytes:
     """A 16-bit mono wav header; the default sizes say 'until the stream ends'."""
     riff = 0xFFFFFFFF if data_bytes == 0xFFFFFFFF else 36 + data_bytes
     fmt = struct.pack("<4sIHHIIHH", b"fmt ", 16, 1, 1, sample_rate, sample_rate * 2, 2, 16)
-    return b"RIFF" + struct.pack("<I", riff) + b"WAVE" + fmt + b"data" + struct.pack("<I", data_bytes)
+    return (
+        b"RIFF" + struct.pack("<I", riff) + b"WAVE" + fmt + b"data" + struct.pack("<I", data_bytes)
+    )
 
 
 class AudioWriter:
@@ -57,7 +69,9 @@ class AudioWriter:
 
     def __init__(self, response_format: str, sample_rate: int, streamed: bool = True):
         if response_format not in FORMATS:
-            raise ValueError(f"unknown audio format {response_format!r}; choose one of {', '.join(FORMATS)}")
+            raise ValueError(
+                f"unknown audio format {response_format!r}; choose one of {', '.join(FORMATS)}"
+            )
         self.format, self.sample_rate = response_format, sample_rate
         self.streamed = streamed and response_format in STREAMED
         self._pieces: list[np.ndarray] = []  # kept until close when not streamed
@@ -72,13 +86,17 @@ class AudioWriter:
             self._pieces.append(samples)
             return b""
         if self.format in ("pcm", "wav"):
-            header = wav_header(self.sample_rate) if self.format == "wav" and not self._started else b""
+            header = (
+                wav_header(self.sample_rate) if self.format == "wav" and not self._started else b""
+            )
             self._started = True
             return header + samples.tobytes()
         if self._file is None:
             _, container, subtype = FORMATS[self.format]
             self._buffer = io.BytesIO()
-            self._file = sf.SoundFile(self._buffer, "w", self.sample_rate, 1, subtype, format=container)
+            self._file = sf.SoundFile(
+                self._buffer, "w", self.sample_rate, 1, subtype, format=container
+            )
         self._file.write(samples)
         return self._new_bytes()
 

@@ -47,11 +47,20 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_REPO = "onnx-community/OmniVoice-Onnx"
 SHARED_FILES = [
-    "audio_tokenizer/*", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-    "chat_template.jinja", "omnivoice_manifest.json",
-]  # fmt: skip
+    "audio_tokenizer/*",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+    "omnivoice_manifest.json",
+]
 PRECISION_FILES = {
-    "fp16": ["audio_embeddings_encoder.onnx*", "llm_decoder.onnx*", "audio_heads_decoder.onnx*", "genai_config.json"],
+    "fp16": [
+        "audio_embeddings_encoder.onnx*",
+        "llm_decoder.onnx*",
+        "audio_heads_decoder.onnx*",
+        "genai_config.json",
+    ],
     "int4": ["int4/*"],
     "int8": ["int8/*"],
     "cuda": ["cuda/*"],
@@ -68,7 +77,9 @@ def allow_patterns(precision: str) -> list[str]:
 
 def ignore_patterns(precision: str) -> list[str]:
     """Codec variants (``audio_tokenizer/fp16/``) that ``precision`` never tries."""
-    return [f"{CODEC_DIR}/{name}/*" for name, users in CODEC_VARIANTS.items() if precision not in users]
+    return [
+        f"{CODEC_DIR}/{name}/*" for name, users in CODEC_VARIANTS.items() if precision not in users
+    ]
 
 
 def _progress_class(progress: Progress | None, repo_id: str):
@@ -110,15 +121,19 @@ def _explain(exc: Exception, repo_id: str, endpoint: str, hint: str = LOCAL_HINT
     if isinstance(exc, LocalEntryNotFoundError):
         if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
             return f"offline (HF_HUB_OFFLINE=1) and {repo_id} is not in the cache: connect once to download it, or {hint}"
-        return (f"cannot reach {endpoint} to download {repo_id} and it is not in the cache: check the "
-                f"connection, or {hint}")  # fmt: skip
+        return (
+            f"cannot reach {endpoint} to download {repo_id} and it is not in the cache: check the "
+            f"connection, or {hint}"
+        )
     if isinstance(exc, EntryNotFoundError):
         return f"{repo_id} has no {file} (404 from {endpoint}); the repository is incomplete or the revision wrong"
     if isinstance(exc, OSError) and not isinstance(exc, ConnectionError):
         from huggingface_hub.constants import HF_HUB_CACHE
 
-        return (f"cannot write {repo_id} into the Hugging Face cache at {HF_HUB_CACHE} "
-                f"({exc.strerror or exc}); set HF_HOME to a writable folder")  # fmt: skip
+        return (
+            f"cannot write {repo_id} into the Hugging Face cache at {HF_HUB_CACHE} "
+            f"({exc.strerror or exc}); set HF_HOME to a writable folder"
+        )
     detail = " ".join(str(exc).split())[:300]
     return f"downloading {file} of {repo_id} failed: {type(exc).__name__}: {detail}"
 
@@ -132,8 +147,14 @@ def _clean_incomplete(repo_id: str) -> None:
         partial.unlink(missing_ok=True)
 
 
-def download(repo_id: str, allow: list[str], progress: Progress | None = None, revision: str | None = None,
-             ignore: list[str] | None = None, hint: str = LOCAL_HINT) -> Path:  # fmt: skip
+def download(
+    repo_id: str,
+    allow: list[str],
+    progress: Progress | None = None,
+    revision: str | None = None,
+    ignore: list[str] | None = None,
+    hint: str = LOCAL_HINT,
+) -> Path:
     """The snapshot folder of ``repo_id`` with the files matching ``allow`` (from the cache when
     they are there; huggingface_hub checks each file's size as it downloads). A failure leaves no
     partial file and says what to do (``hint``: how to do without the Hub)."""
@@ -141,15 +162,27 @@ def download(repo_id: str, allow: list[str], progress: Progress | None = None, r
     from huggingface_hub.constants import ENDPOINT
 
     try:
-        return Path(snapshot_download(repo_id, revision=revision, allow_patterns=allow, ignore_patterns=ignore,
-                                      tqdm_class=_progress_class(progress, repo_id)))  # fmt: skip
+        return Path(
+            snapshot_download(
+                repo_id,
+                revision=revision,
+                allow_patterns=allow,
+                ignore_patterns=ignore,
+                tqdm_class=_progress_class(progress, repo_id),
+            )
+        )
     except Exception as exc:  # huggingface_hub and httpx raise many kinds
         _clean_incomplete(repo_id)
         raise ArtifactError(_explain(exc, repo_id, ENDPOINT, hint)) from exc
 
 
-def fetch(repo_id: str, precision: str | None, revision: str | None = None, progress: Progress | None = None,
-          graphs_only: bool = False) -> Path:  # fmt: skip
+def fetch(
+    repo_id: str,
+    precision: str | None,
+    revision: str | None = None,
+    progress: Progress | None = None,
+    graphs_only: bool = False,
+) -> Path:
     """Download (or find in the cache) the files of ``precision`` (None: of every precision); return
     the snapshot folder. ``graphs_only`` leaves out the external weights (``*.data``), enough to
     read the graphs' signatures, and skips the size and hash checks."""
@@ -168,7 +201,9 @@ def fetch(repo_id: str, precision: str | None, revision: str | None = None, prog
     needed = profile_files(manifest, precision)
     bad = verify_files(folder, manifest, needed)
     if bad:
-        logger.warning("%s: %d file(s) failed verification, fetching them again: %s", repo_id, len(bad), bad)
+        logger.warning(
+            "%s: %d file(s) failed verification, fetching them again: %s", repo_id, len(bad), bad
+        )
         try:
             for name in bad:
                 hf_hub_download(repo_id, name, revision=revision, force_download=True)
@@ -177,8 +212,10 @@ def fetch(repo_id: str, precision: str | None, revision: str | None = None, prog
             raise ArtifactError(_explain(exc, repo_id, ENDPOINT)) from exc
         still_bad = verify_files(folder, manifest, bad)
         if still_bad:
-            raise ArtifactError(f"{repo_id}: {still_bad} differ from the manifest's size or sha256 after a second "
-                                "download; the repository's files do not match its manifest")  # fmt: skip
+            raise ArtifactError(
+                f"{repo_id}: {still_bad} differ from the manifest's size or sha256 after a second "
+                "download; the repository's files do not match its manifest"
+            )
     return folder
 
 
@@ -188,7 +225,9 @@ def repo_of(source: str | Path | None) -> str | None:
         return None
     repo_id = str(source or os.environ.get("OMNIVOICE_REPO") or DEFAULT_REPO)
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", repo_id):
-        raise ArtifactError(f"{repo_id} is neither an artifact folder nor a Hub repository id (owner/name)")
+        raise ArtifactError(
+            f"{repo_id} is neither an artifact folder nor a Hub repository id (owner/name)"
+        )
     return repo_id
 
 
@@ -211,8 +250,13 @@ def remote_files(repo_id: str, revision: str | None = None) -> dict[str, int] | 
 def precisions_in(paths) -> list[str]:
     """The precisions whose three main graphs are among ``paths`` (relative POSIX paths)."""
     paths = set(paths)
-    return [precision for precision, folder in PROFILE_DIRS.items()
-            if all(f"{'' if folder == '.' else folder + '/'}{role}.onnx" in paths for role in MAIN_ROLES)]  # fmt: skip
+    return [
+        precision
+        for precision, folder in PROFILE_DIRS.items()
+        if all(
+            f"{'' if folder == '.' else folder + '/'}{role}.onnx" in paths for role in MAIN_ROLES
+        )
+    ]
 
 
 def available_precisions(source: str | Path | None) -> list[str] | None:
@@ -276,14 +320,17 @@ def repaired_llm(folder: Path, manifest: dict, precision: str) -> Path | None:
             if precision != "cuda":  # a CUDA graph is checked where a GPU runs it
                 options = ort.SessionOptions()
                 options.log_severity_level = 3
-                session = ort.InferenceSession(str(staging / "llm_decoder.onnx"), options,
-                                               providers=["CPUExecutionProvider"])  # fmt: skip
+                session = ort.InferenceSession(
+                    str(staging / "llm_decoder.onnx"), options, providers=["CPUExecutionProvider"]
+                )
                 check_bidirectional(session, int(manifest["model"]["head_dim"]))
             shutil.rmtree(target_dir, ignore_errors=True)
             staging.rename(target_dir)
         except OSError as exc:
-            raise ArtifactError(f"cannot write the repaired LLM into {storage} ({exc.strerror or exc}); "
-                                "set HF_HOME to a writable folder") from exc  # fmt: skip
+            raise ArtifactError(
+                f"cannot write the repaired LLM into {storage} ({exc.strerror or exc}); "
+                "set HF_HOME to a writable folder"
+            ) from exc
         finally:
             shutil.rmtree(staging, ignore_errors=True)  # nothing half-written stays behind
         for old in storage.glob(f"{precision}-*"):  # copies of an earlier original
@@ -298,7 +345,11 @@ def repaired_llm(folder: Path, manifest: dict, precision: str) -> Path | None:
 
 def build_locally(checkpoint: str, precision: str, output: Path | None = None) -> Path:
     """Build the artifacts of ``precision`` from ``checkpoint`` with build_artifacts.py."""
-    missing = [m for m in ("torch", "omnivoice", "olive", "onnxruntime_genai") if importlib.util.find_spec(m) is None]
+    missing = [
+        m
+        for m in ("torch", "omnivoice", "olive", "onnxruntime_genai")
+        if importlib.util.find_spec(m) is None
+    ]
     if missing:
         raise ArtifactError(
             f"building from {checkpoint} needs the build requirements ({', '.join(missing)} missing): "
@@ -306,7 +357,9 @@ def build_locally(checkpoint: str, precision: str, output: Path | None = None) -
         )
     script = Path(__file__).resolve().parents[1] / "build_artifacts.py"
     if not script.is_file():
-        raise ArtifactError("build_artifacts.py is not next to omnivoice_rt; run from a checkout of this project")
+        raise ArtifactError(
+            "build_artifacts.py is not next to omnivoice_rt; run from a checkout of this project"
+        )
     from huggingface_hub.constants import HF_HOME
 
     name = re.sub(r"[^\w.-]+", "_", checkpoint.strip("/"))[-80:]
@@ -318,22 +371,42 @@ def build_locally(checkpoint: str, precision: str, output: Path | None = None) -
     except ArtifactError:
         pass
     logger.info("building the %s artifacts from %s into %s", precision, checkpoint, output)
-    cmd = [sys.executable, str(script), "--model", checkpoint, "--output", str(output), "--device", device, "--include-higgs"]
+    cmd = [
+        sys.executable,
+        str(script),
+        "--model",
+        checkpoint,
+        "--output",
+        str(output),
+        "--device",
+        device,
+        "--include-higgs",
+    ]
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
-        raise ArtifactError(f"building from {checkpoint} failed: {result.stderr.strip().splitlines()[-1:]}")
+        raise ArtifactError(
+            f"building from {checkpoint} failed: {result.stderr.strip().splitlines()[-1:]}"
+        )
     return output
 
 
-def resolve_artifacts(source: str | Path | None, precision: str, progress: Progress | None = None,
-                      revision: str | None = None) -> tuple[Path, dict, dict[str, Path]]:  # fmt: skip
+def resolve_artifacts(
+    source: str | Path | None,
+    precision: str,
+    progress: Progress | None = None,
+    revision: str | None = None,
+) -> tuple[Path, dict, dict[str, Path]]:
     """``(folder, manifest, overrides)`` for ``load_graphs``: see the module docstring."""
     require_cuda(precision)  # before any download
     if os.environ.get("OMNIVOICE_BUILD_FROM") and source is None:
         folder = build_locally(os.environ["OMNIVOICE_BUILD_FROM"], precision)
         return folder, load_manifest(folder), {}
     repo_id = repo_of(source)
-    folder = Path(source).expanduser() if repo_id is None else fetch(repo_id, precision, revision, progress)
+    folder = (
+        Path(source).expanduser()
+        if repo_id is None
+        else fetch(repo_id, precision, revision, progress)
+    )
     manifest = load_manifest(folder)
     profile_files(manifest, precision)  # says which profiles the folder has when it lacks this one
     repaired = repaired_llm(folder, manifest, precision)

@@ -62,14 +62,18 @@ def _graph_lines(folder: Path, role: str, relative: str, remote) -> list[str]:
 def _attention_line(folder: Path, relative: str, precision: str) -> str:
     path = safe_join(folder, relative)
     if declares_causal(path):
-        return (f"    attention: CAUSAL ({GQA} without causal=0): would be repaired into "
-                f"{repair_storage(folder)}/{precision}-<content key>/, the original left as it is")  # fmt: skip
+        return (
+            f"    attention: CAUSAL ({GQA} without causal=0): would be repaired into "
+            f"{repair_storage(folder)}/{precision}-<content key>/, the original left as it is"
+        )
     return f"    attention: bidirectional (causal=0 on every {GQA} node)"
 
 
 def _codec_lines(folder: Path, name: str, spec: dict) -> list[str]:
     users = CODEC_VARIANTS.get(name.rsplit("/", 1)[-1]) if name != CODEC_DIR else None
-    who = f"tried first by {', '.join(users)}" if users else "used by every precision (the fallback)"
+    who = (
+        f"tried first by {', '.join(users)}" if users else "used by every precision (the fallback)"
+    )
     lines = [f"codec {name}/: {who}"]
     for role in CODEC_ROLES:
         relative = spec["graphs"][role]["file"]
@@ -92,14 +96,16 @@ def inspect(source: str | Path | None, precision: str | None = None) -> list[str
         remote, where = remote_files(repo_id), f"{repo_id} (graphs fetched into {folder})"
     manifest = load_manifest(folder)
     model = manifest["model"]
-    kind = MANIFEST_KINDS.get(manifest.get("found_manifest", ""), "ours (sizes and sha256 checked on load)")
+    kind = MANIFEST_KINDS.get(
+        manifest.get("found_manifest", ""), "ours (sizes and sha256 checked on load)"
+    )
     lines = [
         f"source: {where}",
         f"manifest: {kind}",
         f"model: hidden {model['hidden_size']}, {model['num_hidden_layers']} layers, {model['num_key_value_heads']} "
         f"key/value heads of {model['head_dim']}, positions {model.get('max_position_embeddings') or 'unknown'}",
         f"profiles: {', '.join(manifest['profiles']) or 'none'}",
-    ]  # fmt: skip
+    ]
     for name in [precision] if precision else list(manifest["profiles"]):
         profile = manifest["profiles"].get(name)
         if profile is None:
@@ -113,5 +119,7 @@ def inspect(source: str | Path | None, precision: str | None = None) -> list[str
     codecs = [(CODEC_DIR, manifest.get("audio_tokenizer", {}))]
     codecs += [(f"{CODEC_DIR}/{n}", spec) for n, spec in manifest.get("codec_variants", {}).items()]
     for name, spec in codecs:
-        lines += _codec_lines(folder, name, spec) if spec.get("graphs") else [f"codec {name}/: MISSING"]
+        lines += (
+            _codec_lines(folder, name, spec) if spec.get("graphs") else [f"codec {name}/: MISSING"]
+        )
     return lines

@@ -82,9 +82,14 @@ def read_manifest(root: str | Path) -> dict:
 # The model facts of DESIGN.md section 1, for folders without our manifest. The hop and frame
 # rate are measured from the codec when it loads (see codec.py), never read from a foreign file.
 DEFAULT_MODEL = {
-    "num_audio_codebook": 8, "audio_vocab_size": 1025, "audio_mask_id": 1024,
-    "audio_codebook_weights": [8, 8, 6, 6, 4, 4, 2, 2], "sample_rate": 24000, "hop_length": 960, "frame_rate": 25,
-}  # fmt: skip
+    "num_audio_codebook": 8,
+    "audio_vocab_size": 1025,
+    "audio_mask_id": 1024,
+    "audio_codebook_weights": [8, 8, 6, 6, 4, 4, 2, 2],
+    "sample_rate": 24000,
+    "hop_length": 960,
+    "frame_rate": 25,
+}
 CODEC_DIR = "audio_tokenizer"
 # Codec variants in subfolders of audio_tokenizer/ (the published repo has fp16/), and the
 # precisions that try one before the main codec; a variant that fails to load is skipped.
@@ -105,16 +110,19 @@ def _genai_model(path: Path) -> dict:
         config = json.loads(path.read_text(encoding="utf-8"))
         decoder = config["model"]["decoder"]
         return {
-            "hidden_size": int(decoder["hidden_size"]), "head_dim": int(decoder["head_size"]),
+            "hidden_size": int(decoder["hidden_size"]),
+            "head_dim": int(decoder["head_size"]),
             "num_hidden_layers": int(decoder["num_hidden_layers"]),
             "num_key_value_heads": int(decoder["num_key_value_heads"]),
             "num_attention_heads": int(decoder.get("num_attention_heads") or 0) or None,
             "max_position_embeddings": int(config["model"].get("context_length") or 0) or None,
             "text_vocab_size": int(config["model"].get("vocab_size") or 0) or None,
-        }  # fmt: skip
+        }
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
-        raise ArtifactError(f"{path} is not a readable onnxruntime-genai config ({type(exc).__name__}: {exc}); "
-                            "re-download the folder") from exc  # fmt: skip
+        raise ArtifactError(
+            f"{path} is not a readable onnxruntime-genai config ({type(exc).__name__}: {exc}); "
+            "re-download the folder"
+        ) from exc
 
 
 def describe_unlisted_folder(root: Path, note: str = "none") -> dict:
@@ -133,20 +141,39 @@ def describe_unlisted_folder(root: Path, note: str = "none") -> dict:
             "it is not an OmniVoice ONNX artifact folder. Build one with `python build_artifacts.py --model "
             "CHECKPOINT --output DIR` or fetch one from the Hub"
         )
-    genai = next((root / p["dir"] / "genai_config.json" for p in profiles.values()
-                  if (root / p["dir"] / "genai_config.json").is_file()), None)  # fmt: skip
+    genai = next(
+        (
+            root / p["dir"] / "genai_config.json"
+            for p in profiles.values()
+            if (root / p["dir"] / "genai_config.json").is_file()
+        ),
+        None,
+    )
     if genai is None:
-        raise ArtifactError(f"{root} has no genai_config.json to read the LLM's shape from; re-download it")
+        raise ArtifactError(
+            f"{root} has no genai_config.json to read the LLM's shape from; re-download it"
+        )
     codec = {"graphs": _graphs_in(root, CODEC_DIR, CODEC_ROLES) or {}}
-    variants = {name: {"graphs": graphs} for name in CODEC_VARIANTS
-                if (graphs := _graphs_in(root, f"{CODEC_DIR}/{name}", CODEC_ROLES))}  # fmt: skip
+    variants = {
+        name: {"graphs": graphs}
+        for name in CODEC_VARIANTS
+        if (graphs := _graphs_in(root, f"{CODEC_DIR}/{name}", CODEC_ROLES))
+    }
     files = {p.relative_to(root).as_posix(): {} for p in root.rglob("*") if p.is_file()}
     return {
-        "format_version": FORMAT_VERSION, "attention": "unknown", "model": {**DEFAULT_MODEL, **_genai_model(genai)},
-        "profiles": profiles, "audio_tokenizer": codec, "codec_variants": variants,
-        "tokenizer": [f for f in ("tokenizer.json", "tokenizer_config.json") if (root / f).is_file()],
-        "files": files, "unlisted": True, "found_manifest": note,
-    }  # fmt: skip
+        "format_version": FORMAT_VERSION,
+        "attention": "unknown",
+        "model": {**DEFAULT_MODEL, **_genai_model(genai)},
+        "profiles": profiles,
+        "audio_tokenizer": codec,
+        "codec_variants": variants,
+        "tokenizer": [
+            f for f in ("tokenizer.json", "tokenizer_config.json") if (root / f).is_file()
+        ],
+        "files": files,
+        "unlisted": True,
+        "found_manifest": note,
+    }
 
 
 def load_manifest(root: str | Path) -> dict:
@@ -163,11 +190,17 @@ def load_manifest(root: str | Path) -> dict:
     try:
         found = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        logger.warning("%s is not valid JSON (%s); describing the folder from its graphs instead, without "
-                       "size and hash checks. Re-download or rebuild it to restore them.", path, exc)  # fmt: skip
+        logger.warning(
+            "%s is not valid JSON (%s); describing the folder from its graphs instead, without "
+            "size and hash checks. Re-download or rebuild it to restore them.",
+            path,
+            exc,
+        )
         return describe_unlisted_folder(root, note="malformed")
     if not isinstance(found, dict) or "format_version" not in found:
-        logger.info("%s has another schema (the publisher's); describing the folder from its graphs", path)
+        logger.info(
+            "%s has another schema (the publisher's); describing the folder from its graphs", path
+        )
         return describe_unlisted_folder(root, note="foreign")
     return read_manifest(root)
 
@@ -175,8 +208,11 @@ def load_manifest(root: str | Path) -> dict:
 def codec_candidates(manifest: dict, precision: str) -> list[tuple[str, dict]]:
     """The codecs to try for ``precision``, in order: its preferred variants, then the main one."""
     variants = manifest.get("codec_variants", {})
-    chosen = [(f"{CODEC_DIR}/{name}", variants[name]) for name, users in CODEC_VARIANTS.items()
-              if precision in users and name in variants]  # fmt: skip
+    chosen = [
+        (f"{CODEC_DIR}/{name}", variants[name])
+        for name, users in CODEC_VARIANTS.items()
+        if precision in users and name in variants
+    ]
     main = manifest.get("audio_tokenizer", {})
     return chosen + ([(CODEC_DIR, main)] if main.get("graphs") else [])
 
@@ -191,7 +227,9 @@ def verify_files(root: str | Path, manifest: dict, files: list[str] | None = Non
         path = safe_join(root, relative)
         if entry is None or not path.is_file():
             bad.append(relative)
-        elif entry and (path.stat().st_size != entry["bytes"] or sha256_of(path) != entry["sha256"]):
+        elif entry and (
+            path.stat().st_size != entry["bytes"] or sha256_of(path) != entry["sha256"]
+        ):
             bad.append(relative)
     return bad
 
@@ -211,4 +249,10 @@ def profile_files(manifest: dict, precision: str) -> list[str]:
     return [f for f in manifest["files"] if f in wanted or f.rsplit(".data", 1)[0] in wanted]
 
 
-DEVICE_OF_PRECISION = {"int4": "cpu", "int8": "cpu_int8", "fp16": "cpu_fp16", "cuda": "gpu", "fp32": "cpu_fp32"}
+DEVICE_OF_PRECISION = {
+    "int4": "cpu",
+    "int8": "cpu_int8",
+    "fp16": "cpu_fp16",
+    "cuda": "gpu",
+    "fp32": "cpu_fp32",
+}

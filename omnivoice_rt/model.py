@@ -70,7 +70,9 @@ PRESETS = {
     "fast": {"num_step": 12, "prompt_cache_refresh": 6, "guidance_every": 3},
 }
 Progress = Callable[[int, int], None]
-SENTENCE_SECONDS = 4.0  # stream(sentences=True): pieces of about a sentence, sentences joined up to this length
+SENTENCE_SECONDS = (
+    4.0  # stream(sentences=True): pieces of about a sentence, sentences joined up to this length
+)
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,9 @@ class GenerationSettings(UnmaskSettings):
     # 0: every step runs the whole conditional row (exact). r > 0: it runs in full every r-th step
     # and keeps the prompt's keys and values; the steps between run the target alone against them.
     prompt_cache_refresh: int = 0
-    guidance_every: int = 1  # the unconditional row runs every k-th step; its log-probabilities are reused between
+    guidance_every: int = (
+        1  # the unconditional row runs every k-th step; its log-probabilities are reused between
+    )
 
     @classmethod
     def preset(cls, name: str, **overrides) -> GenerationSettings:
@@ -99,18 +103,33 @@ class GenerationSettings(UnmaskSettings):
 
     def validate(self) -> None:
         if not isinstance(self.num_step, (int, np.integer)) or not 1 <= self.num_step <= MAX_STEPS:
-            raise ValueError(f"num_step must be an integer from 1 to {MAX_STEPS} (12, 16 or 32 are typical), "
-                             f"got {self.num_step}")  # fmt: skip
-        for name in ("guidance_scale", "t_shift", "layer_penalty_factor", "position_temperature", "class_temperature"):
+            raise ValueError(
+                f"num_step must be an integer from 1 to {MAX_STEPS} (12, 16 or 32 are typical), "
+                f"got {self.num_step}"
+            )
+        for name in (
+            "guidance_scale",
+            "t_shift",
+            "layer_penalty_factor",
+            "position_temperature",
+            "class_temperature",
+        ):
             value = getattr(self, name)
             if not np.isfinite(value) or value < 0:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value}")
         if self.t_shift == 0:
             raise ValueError("t_shift must be > 0 (upstream's default is 0.1)")
-        if not isinstance(self.prompt_cache_refresh, (int, np.integer)) or self.prompt_cache_refresh < 0:
-            raise ValueError(f"prompt_cache_refresh must be an integer >= 0 (0: exact), got {self.prompt_cache_refresh}")
+        if (
+            not isinstance(self.prompt_cache_refresh, (int, np.integer))
+            or self.prompt_cache_refresh < 0
+        ):
+            raise ValueError(
+                f"prompt_cache_refresh must be an integer >= 0 (0: exact), got {self.prompt_cache_refresh}"
+            )
         if not isinstance(self.guidance_every, (int, np.integer)) or self.guidance_every < 1:
-            raise ValueError(f"guidance_every must be an integer >= 1 (1: exact), got {self.guidance_every}")
+            raise ValueError(
+                f"guidance_every must be an integer >= 1 (1: exact), got {self.guidance_every}"
+            )
 
 
 @dataclass
@@ -134,10 +153,16 @@ class Speech:
             raise ValueError("no pieces to join")
         waveform = np.concatenate([part.waveform for part in parts])
         codes = [c for part in parts for c in part.codes]
-        metadata = {**parts[-1].metadata, "frames": int(sum(c.shape[1] for c in codes)), "chunks": len(codes),
-                    "steps": sum(part.metadata.get("steps", 0) for part in parts)}  # fmt: skip
+        metadata = {
+            **parts[-1].metadata,
+            "frames": int(sum(c.shape[1] for c in codes)),
+            "chunks": len(codes),
+            "steps": sum(part.metadata.get("steps", 0) for part in parts),
+        }
         metadata["seconds"] = waveform.shape[-1] / parts[0].sample_rate
-        metadata["rtf"] = metadata.get("timings", {}).get("total", 0.0) / max(metadata["seconds"], 1e-9)
+        metadata["rtf"] = metadata.get("timings", {}).get("total", 0.0) / max(
+            metadata["seconds"], 1e-9
+        )
         return cls(waveform, parts[0].sample_rate, codes, metadata)
 
 
@@ -147,7 +172,9 @@ def check_text(text) -> str:
     if not text.strip():
         raise ValueError("text is empty: type something to say")
     if len(text) > MAX_TEXT_CHARS:
-        raise ValueError(f"text is {len(text)} characters long; the limit is {MAX_TEXT_CHARS}. Split it into parts.")
+        raise ValueError(
+            f"text is {len(text)} characters long; the limit is {MAX_TEXT_CHARS}. Split it into parts."
+        )
     if not any(unicodedata.category(c)[0] in "LN" for c in text):
         raise ValueError("text has no letters or digits to speak (only punctuation or symbols)")
     return text
@@ -177,20 +204,32 @@ class OmniVoiceONNX:
         llm_input = graphs["llm_decoder"].input("inputs_embeds")
         self._llm_dtype = np.float16 if llm_input.dtype == "float16" else np.float32
         self._call = threading.local()  # what one generate call measures
-        self._presents = present_names(graphs["llm_decoder"].session) or {}  # for the prompt K/V cache
+        self._presents = (
+            present_names(graphs["llm_decoder"].session) or {}
+        )  # for the prompt K/V cache
         heads = int(self.config.get("num_attention_heads") or 16)
-        table = position_table(graphs["llm_decoder"].path) or self.config.get("max_position_embeddings")
+        table = position_table(graphs["llm_decoder"].path) or self.config.get(
+            "max_position_embeddings"
+        )
         self.max_row, self.max_row_reason = max_row(heads, table)
-        self.text_vocab = int(self.config.get("text_vocab_size") or 0)  # rows of the text embedding table
+        self.text_vocab = int(
+            self.config.get("text_vocab_size") or 0
+        )  # rows of the text embedding table
         # The speech recogniser for references without a transcript: set one, or the default loads
         # on first need (see transcriber()).
         self.asr: Transcriber | None = None
         self._asr_lock = threading.Lock()
 
     @classmethod
-    def load(cls, source: str | Path | None = None, precision: str = "int4", providers: list[str] | None = None,
-             threads: int | None = None, verify: bool = False,
-             download_progress: Callable[[float, str], None] | None = None) -> OmniVoiceONNX:  # fmt: skip
+    def load(
+        cls,
+        source: str | Path | None = None,
+        precision: str = "int4",
+        providers: list[str] | None = None,
+        threads: int | None = None,
+        verify: bool = False,
+        download_progress: Callable[[float, str], None] | None = None,
+    ) -> OmniVoiceONNX:
         """Open every graph of ``precision`` (int4, fp16, fp32 or cuda).
 
         ``source`` is an artifact folder or a Hub repo id; None means ``$OMNIVOICE_REPO`` or
@@ -198,7 +237,9 @@ class OmniVoiceONNX:
         from omnivoice_rt.hub import resolve_artifacts
 
         root, manifest, overrides = resolve_artifacts(source, precision, download_progress)
-        graphs, codec = load_graphs(root, precision, providers, verify, threads, overrides, manifest)
+        graphs, codec = load_graphs(
+            root, precision, providers, verify, threads, overrides, manifest
+        )
         voice = cls(root, precision, graphs, codec, manifest)
         voice.repaired_llm = overrides.get("llm_decoder")
         return voice
@@ -216,14 +257,19 @@ class OmniVoiceONNX:
         feeds = {"input_ids": ids[None], "audio_mask": audio_mask[None]}
         return self._run("audio_embeddings_encoder", feeds)[0].astype(self._llm_dtype)
 
-    def _llm(self, embeds: np.ndarray, past: dict | None = None, keep: int = 0) -> tuple[np.ndarray, dict]:
+    def _llm(
+        self, embeds: np.ndarray, past: dict | None = None, keep: int = 0
+    ) -> tuple[np.ndarray, dict]:
         """Hidden states for ``embeds`` after the ``past`` keys and values (None: none), and the
         keys and values of the first ``keep`` positions, for later calls."""
         session = self.graphs["llm_decoder"].session
         feeds = llm_feeds(session, embeds, None, int(self.config["head_dim"]), past)
         presents = self._presents if keep else {}
         result = self._run("llm_decoder", feeds, ["hidden_states", *presents.values()])
-        kept = {name: np.ascontiguousarray(value[:, :, :keep]) for name, value in zip(presents, result[1:], strict=True)}
+        kept = {
+            name: np.ascontiguousarray(value[:, :, :keep])
+            for name, value in zip(presents, result[1:], strict=True)
+        }
         return result[0], kept
 
     def _forward_for(self, prompt: Prompt, settings: GenerationSettings):
@@ -235,7 +281,9 @@ class OmniVoiceONNX:
         the prompt's keys and values lag the target by up to r - 1 steps. With ``guidance_every``
         k, the unconditional logits are computed every k-th call and reused between; at guidance 0
         the unconditional row is never run."""
-        prefix = self._embed(prompt.ids[:, : prompt.prefix_len], prompt.audio_mask[: prompt.prefix_len])
+        prefix = self._embed(
+            prompt.ids[:, : prompt.prefix_len], prompt.audio_mask[: prompt.prefix_len]
+        )
         target_mask = np.ones(prompt.target_len, dtype=bool)
         refresh = settings.prompt_cache_refresh if self._presents else 0
         state = {"call": 0, "cache": None, "uncond": None}
@@ -253,7 +301,10 @@ class OmniVoiceONNX:
             rows = [cond]
             if settings.guidance_scale != 0 and call % settings.guidance_every == 0:
                 rows.append(self._llm(target)[0])
-            logits = self._run("audio_heads_decoder", {"hidden_states": np.concatenate(rows, axis=0).astype(np.float32)})[0]
+            logits = self._run(
+                "audio_heads_decoder",
+                {"hidden_states": np.concatenate(rows, axis=0).astype(np.float32)},
+            )[0]
             if len(rows) == 2:
                 state["uncond"] = logits[1]
             return logits[0], state["uncond"]
@@ -270,16 +321,23 @@ class OmniVoiceONNX:
                 self.asr = Transcriber.load()
             return self.asr
 
-    def create_voice_prompt(self, ref_audio, ref_text: str | None = None, preprocess_prompt: bool = True,
-                            language: str | None = None) -> VoicePrompt:  # fmt: skip
+    def create_voice_prompt(
+        self,
+        ref_audio,
+        ref_text: str | None = None,
+        preprocess_prompt: bool = True,
+        language: str | None = None,
+    ) -> VoicePrompt:
         """Encode a reference recording (path, bytes or (array, sample_rate)) and its transcript;
         without ``ref_text``, the speech recogniser writes it (``language`` helps it), as upstream."""
         transcribe = ref_text is None or (isinstance(ref_text, str) and not ref_text.strip())
         if not transcribe:
             check_string(ref_text, "ref_text (the reference's transcript)")
         if not transcribe and len(ref_text) > MAX_TRANSCRIPT_CHARS:
-            raise ValueError(f"the reference's transcript is {len(ref_text)} characters long; the limit is "
-                             f"{MAX_TRANSCRIPT_CHARS}: use 3-10 s of speech and what is said in it")  # fmt: skip
+            raise ValueError(
+                f"the reference's transcript is {len(ref_text)} characters long; the limit is "
+                f"{MAX_TRANSCRIPT_CHARS}: use 3-10 s of speech and what is said in it"
+            )
         wav = audio_ops.load_audio(ref_audio, self.sample_rate)
         rms = float(np.sqrt(np.mean(wav.astype(np.float64) ** 2)))
         if rms < 1e-5:
@@ -287,9 +345,13 @@ class OmniVoiceONNX:
         if rms < 0.1:
             wav = wav * np.float32(0.1 / rms)
         if preprocess_prompt:
-            if transcribe:  # upstream: a long reference is cut at a silence, unless its transcript is given
+            if (
+                transcribe
+            ):  # upstream: a long reference is cut at a silence, unless its transcript is given
                 wav = audio_ops.trim_long_audio(wav, self.sample_rate, trim_threshold=20.0)
-            wav = audio_ops.remove_silence(wav, self.sample_rate, mid_sil=200, lead_sil=100, trail_sil=200)
+            wav = audio_ops.remove_silence(
+                wav, self.sample_rate, mid_sil=200, lead_sil=100, trail_sil=200
+            )
         seconds = wav.shape[-1] / self.sample_rate
         if seconds < MIN_REFERENCE_S:
             raise ValueError(
@@ -302,11 +364,18 @@ class OmniVoiceONNX:
                 "cut to match its transcript"
             )
         if seconds > 20:
-            logger.warning("the reference is %.1f s long; 3-10 s is faster and clones better", seconds)
+            logger.warning(
+                "the reference is %.1f s long; 3-10 s is faster and clones better", seconds
+            )
         if transcribe:
             started = time.perf_counter()
             ref_text = self.transcriber().transcribe((wav[0], self.sample_rate), language=language)
-            logger.info("transcribed a %.1f s reference in %.2f s: %r", seconds, time.perf_counter() - started, ref_text)
+            logger.info(
+                "transcribed a %.1f s reference in %.2f s: %r",
+                seconds,
+                time.perf_counter() - started,
+                ref_text,
+            )
         hop = self.codec.hop_length
         wav = wav[:, : wav.shape[-1] - wav.shape[-1] % hop]
         started = time.perf_counter()
@@ -329,11 +398,16 @@ class OmniVoiceONNX:
         request = self._prepare(text, **kwargs)
         chunks = [codes for _piece, codes in self._unmask(request)]
         unmasked = time.perf_counter()
-        waveform = audio_ops.cross_fade([self.codec.decode(codes) for codes in chunks], self.sample_rate)
+        waveform = audio_ops.cross_fade(
+            [self.codec.decode(codes) for codes in chunks], self.sample_rate
+        )
         decoded = time.perf_counter()
         waveform = self._post_process(waveform, request.ref_rms, request.settings)
-        timings = {"unmask": unmasked - request.started, "decode": decoded - unmasked,
-                   "postprocess": time.perf_counter() - decoded}  # fmt: skip
+        timings = {
+            "unmask": unmasked - request.started,
+            "decode": decoded - unmasked,
+            "postprocess": time.perf_counter() - decoded,
+        }
         return self._speech(waveform[0], chunks, request, timings)
 
     def stream(self, text: str, *, sentences: bool = False, **kwargs) -> Iterator[Speech]:
@@ -348,7 +422,9 @@ class OmniVoiceONNX:
         about a sentence (about ``SENTENCE_SECONDS``) so the first audio comes sooner; the pieces
         after the first take it as their reference, as long texts do upstream, and prosody can
         break where they join."""
-        request = self._prepare(text, sentences=sentences, **kwargs)  # bad input fails here, not at the first piece
+        request = self._prepare(
+            text, sentences=sentences, **kwargs
+        )  # bad input fails here, not at the first piece
         return self._stream(request)
 
     def _stream(self, request: _Request) -> Iterator[Speech]:
@@ -369,9 +445,24 @@ class OmniVoiceONNX:
             speech.metadata.update(piece=index, pieces=count, text=piece.text)
             yield speech
 
-    def _prepare(self, text, *, language=None, instruct=None, ref_audio=None, ref_text=None, voice_prompt=None,
-                 duration=None, speed=None, seed=None, progress=None, should_stop=None, settings=None,
-                 sentences=False, **overrides) -> _Request:  # fmt: skip
+    def _prepare(
+        self,
+        text,
+        *,
+        language=None,
+        instruct=None,
+        ref_audio=None,
+        ref_text=None,
+        voice_prompt=None,
+        duration=None,
+        speed=None,
+        seed=None,
+        progress=None,
+        should_stop=None,
+        settings=None,
+        sentences=False,
+        **overrides,
+    ) -> _Request:
         """Check a request and plan it: every piece's size is known, and checked, before the model runs."""
         started = time.perf_counter()
         if isinstance(overrides.get("num_step"), str):  # a preset's name: its whole bundle
@@ -381,16 +472,22 @@ class OmniVoiceONNX:
         settings.validate()
         text = check_text(text)
         if duration is not None and not (_is_number(duration) and 0 < duration <= MAX_DURATION_S):
-            raise ValueError(f"duration must be in (0, {MAX_DURATION_S:.0f}] seconds, got {duration!r}")
+            raise ValueError(
+                f"duration must be in (0, {MAX_DURATION_S:.0f}] seconds, got {duration!r}"
+            )
         if speed is not None and not (_is_number(speed) and MIN_SPEED <= speed <= MAX_SPEED):
-            raise ValueError(f"speed must be from {MIN_SPEED:g} to {MAX_SPEED:g} (1.0 is normal), got {speed!r}")
+            raise ValueError(
+                f"speed must be from {MIN_SPEED:g} to {MAX_SPEED:g} (1.0 is normal), got {speed!r}"
+            )
         language = resolve_language(language)
         instruct = resolve_instruct(instruct, use_zh=bool(ZH_RE.search(text)))
 
         if isinstance(voice_prompt, (str, Path)):
             voice_prompt = VoicePrompt.load(voice_prompt, self.num_codebooks)
         if voice_prompt is None and ref_audio is not None:
-            voice_prompt = self.create_voice_prompt(ref_audio, ref_text, settings.preprocess_prompt, language)
+            voice_prompt = self.create_voice_prompt(
+                ref_audio, ref_text, settings.preprocess_prompt, language
+            )
         elif voice_prompt is None and ref_text:
             raise ValueError("ref_text was given without ref_audio or a voice prompt")
         ref_codes = voice_prompt.codes if voice_prompt is not None else None
@@ -402,14 +499,23 @@ class OmniVoiceONNX:
         target_len = max(1, int(duration * self.frame_rate)) if duration else estimate
         chunk_speed = estimate / target_len if duration else (speed or 1.0)
         piece_seconds = SENTENCE_SECONDS if sentences else None
-        plan = self._plan(text, target_len, ref_text, ref_frames, chunk_speed, settings, piece_seconds)
+        plan = self._plan(
+            text, target_len, ref_text, ref_frames, chunk_speed, settings, piece_seconds
+        )
         for piece in plan:
             self._check_row(piece, language, instruct, settings.denoise)
         return _Request(
-            plan=plan, settings=settings, language=language, instruct=instruct, ref_codes=ref_codes,
-            ref_rms=voice_prompt.rms if voice_prompt is not None else None, rng=np.random.default_rng(seed),
-            steps=_StepCounter(progress, settings.num_step * len(plan), should_stop), started=started, timings={},
-        )  # fmt: skip
+            plan=plan,
+            settings=settings,
+            language=language,
+            instruct=instruct,
+            ref_codes=ref_codes,
+            ref_rms=voice_prompt.rms if voice_prompt is not None else None,
+            rng=np.random.default_rng(seed),
+            steps=_StepCounter(progress, settings.num_step * len(plan), should_stop),
+            started=started,
+            timings={},
+        )
 
     def _unmask(self, request: _Request) -> Iterator[tuple[_Piece, np.ndarray]]:
         """Each piece of the plan and its codes, in order (a piece may take the first one's codes as its reference)."""
@@ -419,17 +525,33 @@ class OmniVoiceONNX:
             # (one voice serves several requests at once, and a stream may move between threads).
             self._call.timings = request.timings
             prompt = build_prompt(
-                self.tokenizer, piece.text, piece.frames, num_codebooks=self.num_codebooks, mask_id=self.mask_id,
-                ref_text=piece.ref_text, ref_codes=first if piece.ref_from_first else request.ref_codes,
-                language=request.language, instruct=request.instruct, denoise=request.settings.denoise,
-            )  # fmt: skip
+                self.tokenizer,
+                piece.text,
+                piece.frames,
+                num_codebooks=self.num_codebooks,
+                mask_id=self.mask_id,
+                ref_text=piece.ref_text,
+                ref_codes=first if piece.ref_from_first else request.ref_codes,
+                language=request.language,
+                instruct=request.instruct,
+                denoise=request.settings.denoise,
+            )
             forward = self._forward_for(prompt, request.settings)
-            codes = unmask(forward, self.num_codebooks, piece.frames, self.mask_id, request.settings, request.rng,
-                           request.steps.step)  # fmt: skip
+            codes = unmask(
+                forward,
+                self.num_codebooks,
+                piece.frames,
+                self.mask_id,
+                request.settings,
+                request.rng,
+                request.steps.step,
+            )
             first = codes if first is None else first
             yield piece, codes
 
-    def _speech(self, waveform: np.ndarray, chunks: list[np.ndarray], request: _Request, timings: dict) -> Speech:
+    def _speech(
+        self, waveform: np.ndarray, chunks: list[np.ndarray], request: _Request, timings: dict
+    ) -> Speech:
         """A result with what it took: this part's timings, the model's so far, the time since the request."""
         speech = Speech(waveform=waveform, sample_rate=self.sample_rate, codes=chunks)
         total = time.perf_counter() - request.started
@@ -439,12 +561,18 @@ class OmniVoiceONNX:
             "steps": request.settings.num_step * len(chunks),
             "seconds": speech.seconds,
             "precision": self.precision,
-            "timings": {**timings, "total": total, **{f"model.{k}": v for k, v in request.timings.items()}},
+            "timings": {
+                **timings,
+                "total": total,
+                **{f"model.{k}": v for k, v in request.timings.items()},
+            },
             "rtf": total / max(speech.seconds, 1e-9),
         }
         return speech
 
-    def _plan(self, text, target_len, ref_text, ref_frames, speed, settings, piece_seconds=None) -> list[_Piece]:
+    def _plan(
+        self, text, target_len, ref_text, ref_frames, speed, settings, piece_seconds=None
+    ) -> list[_Piece]:
         """The pieces to generate: the whole text, or upstream's ``_generate_chunked``: ~15 s pieces
         (``piece_seconds``: pieces of that length) split at punctuation, where without a reference
         the first piece becomes the reference for the rest."""
@@ -454,20 +582,43 @@ class OmniVoiceONNX:
             piece_seconds = settings.audio_chunk_duration
         chars_per_piece = int(piece_seconds * self.frame_rate / (target_len / len(text)))
         plan: list[_Piece] = []
-        for index, piece in enumerate(chunk_text_punctuation(text, chars_per_piece, min_chunk_len=3)):
+        for index, piece in enumerate(
+            chunk_text_punctuation(text, chars_per_piece, min_chunk_len=3)
+        ):
             if ref_frames is None and index > 0:
                 first = plan[0]
-                plan.append(_Piece(piece, estimate_frames(piece, first.text, first.frames, speed), first.text, first.frames, True))
+                plan.append(
+                    _Piece(
+                        piece,
+                        estimate_frames(piece, first.text, first.frames, speed),
+                        first.text,
+                        first.frames,
+                        True,
+                    )
+                )
             else:
-                plan.append(_Piece(piece, estimate_frames(piece, ref_text, ref_frames, speed), ref_text, ref_frames))
+                plan.append(
+                    _Piece(
+                        piece,
+                        estimate_frames(piece, ref_text, ref_frames, speed),
+                        ref_text,
+                        ref_frames,
+                    )
+                )
         return plan
 
     def _check_row(self, piece: _Piece, language, instruct, denoise: bool) -> None:
         """Refuse a piece whose conditional row the LLM cannot take (its position table) or should
         not (the attention memory budget), or whose text ids lie past the embedding table (a
         tokenizer of another model), before anything runs."""
-        ids = text_ids(self.tokenizer, piece.text, ref_text=piece.ref_text, language=language, instruct=instruct,
-                       denoise=denoise and piece.ref_frames is not None)  # fmt: skip
+        ids = text_ids(
+            self.tokenizer,
+            piece.text,
+            ref_text=piece.ref_text,
+            language=language,
+            instruct=instruct,
+            denoise=denoise and piece.ref_frames is not None,
+        )
         if self.text_vocab and max(ids) >= self.text_vocab:
             raise ArtifactError(
                 f"the tokenizer gives token id {max(ids)} but the model's embedding table has {self.text_vocab} rows: "
@@ -483,10 +634,14 @@ class OmniVoiceONNX:
                 "or add punctuation so that it can be split, use a shorter reference, or ask for a shorter duration"
             )
 
-    def _post_process(self, waveform: np.ndarray, ref_rms: float | None, settings: GenerationSettings) -> np.ndarray:
+    def _post_process(
+        self, waveform: np.ndarray, ref_rms: float | None, settings: GenerationSettings
+    ) -> np.ndarray:
         """Upstream's ``_post_process_audio``: silence removal, loudness, fades and padding."""
         if settings.postprocess_output:
-            waveform = audio_ops.remove_silence(waveform, self.sample_rate, mid_sil=500, lead_sil=100, trail_sil=100)
+            waveform = audio_ops.remove_silence(
+                waveform, self.sample_rate, mid_sil=500, lead_sil=100, trail_sil=100
+            )
         if ref_rms is not None and ref_rms < 0.1:
             waveform = waveform * ref_rms / 0.1
         elif ref_rms is None and waveform.size:
@@ -494,7 +649,10 @@ class OmniVoiceONNX:
             if peak > 1e-6:
                 waveform = waveform / peak * 0.5
         return audio_ops.fade_and_pad(
-            waveform.astype(np.float32), settings.pad_duration, settings.fade_duration, self.sample_rate
+            waveform.astype(np.float32),
+            settings.pad_duration,
+            settings.fade_duration,
+            self.sample_rate,
         )
 
 
@@ -530,13 +688,17 @@ class _StepCounter:
     """Counts unmasking steps across pieces, reports them to the caller's progress callback, and
     stops the work when the caller says so."""
 
-    def __init__(self, progress: Progress | None, total: int, should_stop: Callable[[], bool] | None = None):
+    def __init__(
+        self, progress: Progress | None, total: int, should_stop: Callable[[], bool] | None = None
+    ):
         self.progress, self.total, self.done, self.should_stop = progress, total, 0, should_stop
 
     def step(self, _step: int, _num_step: int) -> None:
         self.done += 1
         if self.should_stop is not None and self.should_stop():
             logger.info("stopped an abandoned synthesis after step %d of %d", self.done, self.total)
-            raise Cancelled(f"stopped after step {self.done} of {self.total}: the request was abandoned")
+            raise Cancelled(
+                f"stopped after step {self.done} of {self.total}: the request was abandoned"
+            )
         if self.progress is not None:
             self.progress(self.done, self.total)

@@ -57,13 +57,22 @@ class Prompt:
         return self.ids.shape[1] - self.target_len
 
 
-def text_ids(tokenizer: TextTokenizer, text: str, *, ref_text: str | None = None, language: str | None = None,
-             instruct: str | None = None, denoise: bool = False) -> list[int]:  # fmt: skip
+def text_ids(
+    tokenizer: TextTokenizer,
+    text: str,
+    *,
+    ref_text: str | None = None,
+    language: str | None = None,
+    instruct: str | None = None,
+    denoise: bool = False,
+) -> list[int]:
     """The prompt's text positions: style (``denoise`` only applies with a reference), then text."""
     style = "<|denoise|>" if denoise else ""
     style += f"<|lang_start|>{language or 'None'}<|lang_end|>"
     style += f"<|instruct_start|>{instruct or 'None'}<|instruct_end|>"
-    return tokenizer.encode(style) + tokenizer.encode_with_tags(f"<|text_start|>{combine_text(text, ref_text)}<|text_end|>")
+    return tokenizer.encode(style) + tokenizer.encode_with_tags(
+        f"<|text_start|>{combine_text(text, ref_text)}<|text_end|>"
+    )
 
 
 def build_prompt(
@@ -79,8 +88,14 @@ def build_prompt(
     instruct: str | None = None,
     denoise: bool = True,
 ) -> Prompt:
-    ids = text_ids(tokenizer, text, ref_text=ref_text, language=language, instruct=instruct,
-                   denoise=denoise and ref_codes is not None)  # fmt: skip
+    ids = text_ids(
+        tokenizer,
+        text,
+        ref_text=ref_text,
+        language=language,
+        instruct=instruct,
+        denoise=denoise and ref_codes is not None,
+    )
     parts = [np.tile(np.asarray(ids, dtype=np.int64), (num_codebooks, 1))]
     if ref_codes is not None:
         parts.append(np.asarray(ref_codes, dtype=np.int64))

@@ -57,7 +57,11 @@ class Graph:
 
 
 def default_providers(precision: str) -> list[str]:
-    return ["CUDAExecutionProvider", "CPUExecutionProvider"] if precision == "cuda" else ["CPUExecutionProvider"]
+    return (
+        ["CUDAExecutionProvider", "CPUExecutionProvider"]
+        if precision == "cuda"
+        else ["CPUExecutionProvider"]
+    )
 
 
 def cuda_available() -> bool:
@@ -97,7 +101,9 @@ def open_session(path: Path, providers: list[str], threads: int | None = None):
         return ort.InferenceSession(str(path), sess_options=options, providers=providers)
     except Exception as exc:  # onnxruntime raises its own exception types
         detail = " ".join(str(exc).split())[:400]
-        raise ArtifactError(f"{path} could not be loaded ({detail}); rebuild or re-download it") from exc
+        raise ArtifactError(
+            f"{path} could not be loaded ({detail}); rebuild or re-download it"
+        ) from exc
 
 
 def open_graph(role: str, path: Path, providers: list[str], threads: int | None = None) -> Graph:
@@ -107,17 +113,23 @@ def open_graph(role: str, path: Path, providers: list[str], threads: int | None 
     return Graph(role, path, session, signature, inputs, outputs)
 
 
-def load_codec(root: Path, spec: dict, num_codebooks: int, providers: list[str], threads: int | None = None):
+def load_codec(
+    root: Path, spec: dict, num_codebooks: int, providers: list[str], threads: int | None = None
+):
     """The codec whose four graphs ``spec`` lists; ``ArtifactError`` when one does not load or the
     decoder gives NaN."""
     from omnivoice_rt.codec import Codec
 
-    graphs = {role: open_graph(role, safe_join(root, spec["graphs"][role]["file"]), providers, threads)
-              for role in CODEC_ROLES}  # fmt: skip
+    graphs = {
+        role: open_graph(role, safe_join(root, spec["graphs"][role]["file"]), providers, threads)
+        for role in CODEC_ROLES
+    }
     return Codec(graphs, num_codebooks)
 
 
-def open_codec(root: Path, manifest: dict, precision: str, providers: list[str], threads: int | None = None):
+def open_codec(
+    root: Path, manifest: dict, precision: str, providers: list[str], threads: int | None = None
+):
     """The first codec of ``precision``'s candidates that loads and decodes to finite samples."""
     candidates = codec_candidates(manifest, precision)
     if not candidates:
@@ -131,8 +143,12 @@ def open_codec(root: Path, manifest: dict, precision: str, providers: list[str],
         try:
             return load_codec(root, spec, codebooks, providers, threads)
         except ArtifactError as exc:
-            logger.warning("the codec in %s/ is unusable (%s); using the one in %s/ instead",
-                           folder, exc, candidates[index + 1][0])  # fmt: skip
+            logger.warning(
+                "the codec in %s/ is unusable (%s); using the one in %s/ instead",
+                folder,
+                exc,
+                candidates[index + 1][0],
+            )
     return load_codec(root, main, codebooks, providers, threads)
 
 
@@ -151,9 +167,11 @@ def load_graphs(
     root = Path(root)
     manifest = manifest or load_manifest(root)
     needed = profile_files(manifest, precision)
-    bad = verify_files(root, manifest, needed) if verify_hashes else [
-        f for f in needed if not safe_join(root, f).is_file()
-    ]  # fmt: skip
+    bad = (
+        verify_files(root, manifest, needed)
+        if verify_hashes
+        else [f for f in needed if not safe_join(root, f).is_file()]
+    )
     if bad:
         raise ArtifactError(
             f"{root}: {len(bad)} file(s) missing or corrupt: {', '.join(bad[:5])}; "

@@ -54,18 +54,32 @@ class Signature:
         names = {p.name for p in inputs}
         allowed = set(self.inputs) | set(self.optional)
         extra = [n for n in names if n not in allowed and not (self.past and "past" in n)]
-        return set(self.inputs) <= names and set(self.outputs) <= {p.name for p in outputs} and not extra
+        return (
+            set(self.inputs) <= names
+            and set(self.outputs) <= {p.name for p in outputs}
+            and not extra
+        )
 
     def describe(self) -> str:
-        fed = list(self.inputs) + [f"[{n}]" for n in self.optional] + (["past*"] if self.past else [])
+        fed = (
+            list(self.inputs) + [f"[{n}]" for n in self.optional] + (["past*"] if self.past else [])
+        )
         return f"{self.contract}: ({', '.join(fed)}) -> ({', '.join(self.outputs)})"
 
 
 _PUBLISHED_CODES = "CBT"
 SIGNATURES: dict[str, tuple[Signature, ...]] = {
-    "audio_embeddings_encoder": (Signature(PUBLISHED, ("input_ids", "audio_mask"), ("inputs_embeds",)),),
+    "audio_embeddings_encoder": (
+        Signature(PUBLISHED, ("input_ids", "audio_mask"), ("inputs_embeds",)),
+    ),
     "llm_decoder": (
-        Signature(PUBLISHED, ("inputs_embeds", "attention_mask"), ("hidden_states",), ("position_ids",), past=True),
+        Signature(
+            PUBLISHED,
+            ("inputs_embeds", "attention_mask"),
+            ("hidden_states",),
+            ("position_ids",),
+            past=True,
+        ),
     ),
     "audio_heads_decoder": (Signature(PUBLISHED, ("hidden_states",), ("logits",)),),
     "acoustic_encoder": (
@@ -77,8 +91,15 @@ SIGNATURES: dict[str, tuple[Signature, ...]] = {
         Signature(LEGACY, ("waveform",), ("semantic_features",)),
     ),
     "quantizer_encoder": (
-        Signature(PUBLISHED, ("acoustic_features", "semantic_features"), ("codes",), codes_layout=_PUBLISHED_CODES),
-        Signature(LEGACY, ("acoustic_features", "semantic_features"), ("audio_codes",), codes_layout="BCT"),
+        Signature(
+            PUBLISHED,
+            ("acoustic_features", "semantic_features"),
+            ("codes",),
+            codes_layout=_PUBLISHED_CODES,
+        ),
+        Signature(
+            LEGACY, ("acoustic_features", "semantic_features"), ("audio_codes",), codes_layout="BCT"
+        ),
     ),
     "higgs_decoder": (
         Signature(PUBLISHED, ("codes",), ("waveform_24k",), codes_layout=_PUBLISHED_CODES),

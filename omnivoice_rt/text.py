@@ -19,7 +19,9 @@ from pathlib import Path
 
 # ----------------------------------------------------------------------------- languages
 
-_LANGUAGES = json.loads((Path(__file__).parent / "data" / "languages.json").read_text(encoding="utf-8"))
+_LANGUAGES = json.loads(
+    (Path(__file__).parent / "data" / "languages.json").read_text(encoding="utf-8")
+)
 LANG_NAME_TO_ID: dict[str, str] = _LANGUAGES["name_to_id"]
 LANG_IDS = frozenset(LANG_NAME_TO_ID.values())
 
@@ -33,8 +35,10 @@ def check_string(value, what: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise ValueError(f"{what} holds U+{ord(value[exc.start]):04X} at character {exc.start + 1}, half of a "
-                         "UTF-16 surrogate pair and not a character: send the text as valid Unicode") from None  # fmt: skip
+        raise ValueError(
+            f"{what} holds U+{ord(value[exc.start]):04X} at character {exc.start + 1}, half of a "
+            "UTF-16 surrogate pair and not a character: send the text as valid Unicode"
+        ) from None
     return value
 
 
@@ -66,15 +70,48 @@ def resolve_language(language: str | None) -> str | None:
 ZH_RE = re.compile(r"[\u4e00-\u9fff]")
 _INSTRUCT_CATEGORIES: list = [
     {"male": "男", "female": "女"},
-    {"child": "儿童", "teenager": "少年", "young adult": "青年", "middle-aged": "中年", "elderly": "老年"},
-    {"very low pitch": "极低音调", "low pitch": "低音调", "moderate pitch": "中音调",
-     "high pitch": "高音调", "very high pitch": "极高音调"},
+    {
+        "child": "儿童",
+        "teenager": "少年",
+        "young adult": "青年",
+        "middle-aged": "中年",
+        "elderly": "老年",
+    },
+    {
+        "very low pitch": "极低音调",
+        "low pitch": "低音调",
+        "moderate pitch": "中音调",
+        "high pitch": "高音调",
+        "very high pitch": "极高音调",
+    },
     {"whisper": "耳语"},
-    {"american accent", "british accent", "australian accent", "chinese accent", "canadian accent",
-     "indian accent", "korean accent", "portuguese accent", "russian accent", "japanese accent"},
-    {"河南话", "陕西话", "四川话", "贵州话", "云南话", "桂林话", "济南话", "石家庄话", "甘肃话",
-     "宁夏话", "青岛话", "东北话"},
-]  # fmt: skip
+    {
+        "american accent",
+        "british accent",
+        "australian accent",
+        "chinese accent",
+        "canadian accent",
+        "indian accent",
+        "korean accent",
+        "portuguese accent",
+        "russian accent",
+        "japanese accent",
+    },
+    {
+        "河南话",
+        "陕西话",
+        "四川话",
+        "贵州话",
+        "云南话",
+        "桂林话",
+        "济南话",
+        "石家庄话",
+        "甘肃话",
+        "宁夏话",
+        "青岛话",
+        "东北话",
+    },
+]
 INSTRUCT_EN_TO_ZH: dict[str, str] = {}
 INSTRUCT_ZH_TO_EN: dict[str, str] = {}
 INSTRUCT_EXCLUSIVE: list[set[str]] = []
@@ -85,7 +122,12 @@ for _category in _INSTRUCT_CATEGORIES:
         INSTRUCT_EXCLUSIVE.append(set(_category) | set(_category.values()))
     else:
         INSTRUCT_EXCLUSIVE.append(set(_category))
-INSTRUCT_VALID = set(INSTRUCT_EN_TO_ZH) | set(INSTRUCT_ZH_TO_EN) | INSTRUCT_EXCLUSIVE[-2] | INSTRUCT_EXCLUSIVE[-1]
+INSTRUCT_VALID = (
+    set(INSTRUCT_EN_TO_ZH)
+    | set(INSTRUCT_ZH_TO_EN)
+    | INSTRUCT_EXCLUSIVE[-2]
+    | INSTRUCT_EXCLUSIVE[-1]
+)
 INSTRUCT_VALID_EN = frozenset(i for i in INSTRUCT_VALID if not ZH_RE.search(i))
 INSTRUCT_VALID_ZH = frozenset(i for i in INSTRUCT_VALID if ZH_RE.search(i))
 
@@ -108,16 +150,21 @@ def resolve_instruct(instruct: str | None, use_zh: bool = False) -> str | None:
             unknown.append((raw, item, suggestion[0] if suggestion else None))
     if unknown:
         lines = [
-            f"  '{raw}' -> '{item}' (unsupported; did you mean '{sug}'?)" if sug else f"  '{raw}' -> '{item}' (unsupported)"
+            f"  '{raw}' -> '{item}' (unsupported; did you mean '{sug}'?)"
+            if sug
+            else f"  '{raw}' -> '{item}' (unsupported)"
             for raw, item, sug in unknown
         ]
         raise ValueError(
-            f"Unsupported instruct items found in {instruct_str}:\n" + "\n".join(lines)
-            + "\n\nValid English items: " + ", ".join(sorted(INSTRUCT_VALID_EN))
-            + "\nValid Chinese items: " + "，".join(sorted(INSTRUCT_VALID_ZH))
+            f"Unsupported instruct items found in {instruct_str}:\n"
+            + "\n".join(lines)
+            + "\n\nValid English items: "
+            + ", ".join(sorted(INSTRUCT_VALID_EN))
+            + "\nValid Chinese items: "
+            + "，".join(sorted(INSTRUCT_VALID_ZH))
             + "\n\nTip: Use only English or only Chinese instructs. English instructs should use comma + "
             "space (e.g. 'male, indian accent'),\nChinese instructs should use full-width comma (e.g. '男，河南话')."
-        )  # fmt: skip
+        )
     has_dialect = any(n.endswith("话") for n in normalised)
     has_accent = any(" accent" in n for n in normalised)
     if has_dialect and has_accent:
@@ -131,7 +178,9 @@ def resolve_instruct(instruct: str | None, use_zh: bool = False) -> str | None:
         use_zh = False
     table = INSTRUCT_EN_TO_ZH if use_zh else INSTRUCT_ZH_TO_EN
     normalised = [table.get(n, n) for n in normalised]
-    conflicts = [hits for cat in INSTRUCT_EXCLUSIVE if len(hits := [n for n in normalised if n in cat]) > 1]
+    conflicts = [
+        hits for cat in INSTRUCT_EXCLUSIVE if len(hits := [n for n in normalised if n in cat]) > 1
+    ]
     if conflicts:
         raise ValueError(
             "Conflicting instruct items within the same category: "
@@ -150,9 +199,20 @@ NONVERBAL_PATTERN = re.compile(
     r"surprise-yo|dissatisfaction-hnn)\]"
 )
 NONVERBAL_TAGS = [
-    "laughter", "sigh", "confirmation-en", "question-en", "question-ah", "question-oh", "question-ei",
-    "question-yi", "surprise-ah", "surprise-oh", "surprise-wa", "surprise-yo", "dissatisfaction-hnn",
-]  # fmt: skip
+    "laughter",
+    "sigh",
+    "confirmation-en",
+    "question-en",
+    "question-ah",
+    "question-oh",
+    "question-ei",
+    "question-yi",
+    "surprise-ah",
+    "surprise-oh",
+    "surprise-wa",
+    "surprise-yo",
+    "dissatisfaction-hnn",
+]
 
 
 def combine_text(text: str, ref_text: str | None = None) -> str:
@@ -178,15 +238,65 @@ def add_punctuation(text: str) -> str:
 SPLIT_PUNCTUATION = set(".,;:!?。，；：！？")
 CLOSING_MARKS = set("\"'“”‘’）]》>」】")
 ABBREVIATIONS = {
-    "Mr.", "Mrs.", "Ms.", "Dr.", "Prof.", "Sr.", "Jr.", "Rev.", "Fr.", "Hon.", "Pres.", "Gov.", "Capt.",
-    "Gen.", "Sen.", "Rep.", "Col.", "Maj.", "Lt.", "Cmdr.", "Sgt.", "Cpl.", "Co.", "Corp.", "Inc.", "Ltd.",
-    "Est.", "Dept.", "St.", "Ave.", "Blvd.", "Rd.", "Mt.", "Ft.", "No.", "Jan.", "Feb.", "Mar.", "Apr.",
-    "Aug.", "Sep.", "Sept.", "Oct.", "Nov.", "Dec.", "i.e.", "e.g.", "vs.", "Vs.", "Etc.", "approx.",
-    "fig.", "def.",
-}  # fmt: skip
+    "Mr.",
+    "Mrs.",
+    "Ms.",
+    "Dr.",
+    "Prof.",
+    "Sr.",
+    "Jr.",
+    "Rev.",
+    "Fr.",
+    "Hon.",
+    "Pres.",
+    "Gov.",
+    "Capt.",
+    "Gen.",
+    "Sen.",
+    "Rep.",
+    "Col.",
+    "Maj.",
+    "Lt.",
+    "Cmdr.",
+    "Sgt.",
+    "Cpl.",
+    "Co.",
+    "Corp.",
+    "Inc.",
+    "Ltd.",
+    "Est.",
+    "Dept.",
+    "St.",
+    "Ave.",
+    "Blvd.",
+    "Rd.",
+    "Mt.",
+    "Ft.",
+    "No.",
+    "Jan.",
+    "Feb.",
+    "Mar.",
+    "Apr.",
+    "Aug.",
+    "Sep.",
+    "Sept.",
+    "Oct.",
+    "Nov.",
+    "Dec.",
+    "i.e.",
+    "e.g.",
+    "vs.",
+    "Vs.",
+    "Etc.",
+    "approx.",
+    "fig.",
+    "def.",
+}
 
 
-def chunk_text_punctuation(text: str, chunk_len: int, min_chunk_len: int | None = None) -> list[str]:
+def chunk_text_punctuation(
+    text: str, chunk_len: int, min_chunk_len: int | None = None
+) -> list[str]:
     """Split ``text`` at sentence punctuation (not after abbreviations) into chunks of about
     ``chunk_len`` characters; chunks under ``min_chunk_len`` join a neighbour. Upstream's algorithm."""
     sentences: list[list[str]] = []
@@ -233,33 +343,118 @@ def chunk_text_punctuation(text: str, chunk_len: int, min_chunk_len: int | None 
 # ----------------------------------------------------------------------------- durations
 
 _WEIGHTS = {
-    "cjk": 3.0, "hangul": 2.5, "kana": 2.2, "ethiopic": 3.0, "yi": 3.0, "indic": 1.8, "thai_lao": 1.5,
-    "khmer_myanmar": 1.8, "arabic": 1.5, "hebrew": 1.5, "latin": 1.0, "cyrillic": 1.0, "greek": 1.0,
-    "armenian": 1.0, "georgian": 1.0, "punctuation": 0.5, "space": 0.2, "digit": 3.5, "mark": 0.0,
+    "cjk": 3.0,
+    "hangul": 2.5,
+    "kana": 2.2,
+    "ethiopic": 3.0,
+    "yi": 3.0,
+    "indic": 1.8,
+    "thai_lao": 1.5,
+    "khmer_myanmar": 1.8,
+    "arabic": 1.5,
+    "hebrew": 1.5,
+    "latin": 1.0,
+    "cyrillic": 1.0,
+    "greek": 1.0,
+    "armenian": 1.0,
+    "georgian": 1.0,
+    "punctuation": 0.5,
+    "space": 0.2,
+    "digit": 3.5,
+    "mark": 0.0,
     "default": 1.0,
-}  # fmt: skip
+}
 # (last code point, script) of each Unicode block, in order; upstream's RuleDurationEstimator table.
 _RANGES = [
-    (0x02AF, "latin"), (0x03FF, "greek"), (0x052F, "cyrillic"), (0x058F, "armenian"), (0x05FF, "hebrew"),
-    (0x077F, "arabic"), (0x089F, "arabic"), (0x08FF, "arabic"), (0x097F, "indic"), (0x09FF, "indic"),
-    (0x0A7F, "indic"), (0x0AFF, "indic"), (0x0B7F, "indic"), (0x0BFF, "indic"), (0x0C7F, "indic"),
-    (0x0CFF, "indic"), (0x0D7F, "indic"), (0x0DFF, "indic"), (0x0EFF, "thai_lao"), (0x0FFF, "indic"),
-    (0x109F, "khmer_myanmar"), (0x10FF, "georgian"), (0x11FF, "hangul"), (0x137F, "ethiopic"),
-    (0x139F, "ethiopic"), (0x13FF, "default"), (0x167F, "default"), (0x169F, "default"), (0x16FF, "default"),
-    (0x171F, "default"), (0x173F, "default"), (0x175F, "default"), (0x177F, "default"),
-    (0x17FF, "khmer_myanmar"), (0x18AF, "default"), (0x18FF, "default"), (0x194F, "indic"), (0x19DF, "indic"),
-    (0x19FF, "khmer_myanmar"), (0x1A1F, "indic"), (0x1AAF, "indic"), (0x1B7F, "indic"), (0x1BBF, "indic"),
-    (0x1BFF, "indic"), (0x1C4F, "indic"), (0x1C7F, "indic"), (0x1C8F, "cyrillic"), (0x1CBF, "georgian"),
-    (0x1CCF, "indic"), (0x1CFF, "indic"), (0x1D7F, "latin"), (0x1DBF, "latin"), (0x1DFF, "default"),
-    (0x1EFF, "latin"), (0x309F, "kana"), (0x30FF, "kana"), (0x312F, "cjk"), (0x318F, "hangul"),
-    (0x9FFF, "cjk"), (0xA4CF, "yi"), (0xA4FF, "default"), (0xA63F, "default"), (0xA69F, "cyrillic"),
-    (0xA6FF, "default"), (0xA7FF, "latin"), (0xA82F, "indic"), (0xA87F, "default"), (0xA8DF, "indic"),
-    (0xA8FF, "indic"), (0xA92F, "indic"), (0xA95F, "indic"), (0xA97F, "hangul"), (0xA9DF, "indic"),
-    (0xA9FF, "khmer_myanmar"), (0xAA5F, "indic"), (0xAA7F, "khmer_myanmar"), (0xAADF, "indic"),
-    (0xAAFF, "indic"), (0xAB2F, "ethiopic"), (0xAB6F, "latin"), (0xABBF, "default"), (0xABFF, "indic"),
-    (0xD7AF, "hangul"), (0xFAFF, "cjk"), (0xFDFF, "arabic"), (0xFE6F, "default"), (0xFEFF, "arabic"),
+    (0x02AF, "latin"),
+    (0x03FF, "greek"),
+    (0x052F, "cyrillic"),
+    (0x058F, "armenian"),
+    (0x05FF, "hebrew"),
+    (0x077F, "arabic"),
+    (0x089F, "arabic"),
+    (0x08FF, "arabic"),
+    (0x097F, "indic"),
+    (0x09FF, "indic"),
+    (0x0A7F, "indic"),
+    (0x0AFF, "indic"),
+    (0x0B7F, "indic"),
+    (0x0BFF, "indic"),
+    (0x0C7F, "indic"),
+    (0x0CFF, "indic"),
+    (0x0D7F, "indic"),
+    (0x0DFF, "indic"),
+    (0x0EFF, "thai_lao"),
+    (0x0FFF, "indic"),
+    (0x109F, "khmer_myanmar"),
+    (0x10FF, "georgian"),
+    (0x11FF, "hangul"),
+    (0x137F, "ethiopic"),
+    (0x139F, "ethiopic"),
+    (0x13FF, "default"),
+    (0x167F, "default"),
+    (0x169F, "default"),
+    (0x16FF, "default"),
+    (0x171F, "default"),
+    (0x173F, "default"),
+    (0x175F, "default"),
+    (0x177F, "default"),
+    (0x17FF, "khmer_myanmar"),
+    (0x18AF, "default"),
+    (0x18FF, "default"),
+    (0x194F, "indic"),
+    (0x19DF, "indic"),
+    (0x19FF, "khmer_myanmar"),
+    (0x1A1F, "indic"),
+    (0x1AAF, "indic"),
+    (0x1B7F, "indic"),
+    (0x1BBF, "indic"),
+    (0x1BFF, "indic"),
+    (0x1C4F, "indic"),
+    (0x1C7F, "indic"),
+    (0x1C8F, "cyrillic"),
+    (0x1CBF, "georgian"),
+    (0x1CCF, "indic"),
+    (0x1CFF, "indic"),
+    (0x1D7F, "latin"),
+    (0x1DBF, "latin"),
+    (0x1DFF, "default"),
+    (0x1EFF, "latin"),
+    (0x309F, "kana"),
+    (0x30FF, "kana"),
+    (0x312F, "cjk"),
+    (0x318F, "hangul"),
+    (0x9FFF, "cjk"),
+    (0xA4CF, "yi"),
+    (0xA4FF, "default"),
+    (0xA63F, "default"),
+    (0xA69F, "cyrillic"),
+    (0xA6FF, "default"),
+    (0xA7FF, "latin"),
+    (0xA82F, "indic"),
+    (0xA87F, "default"),
+    (0xA8DF, "indic"),
+    (0xA8FF, "indic"),
+    (0xA92F, "indic"),
+    (0xA95F, "indic"),
+    (0xA97F, "hangul"),
+    (0xA9DF, "indic"),
+    (0xA9FF, "khmer_myanmar"),
+    (0xAA5F, "indic"),
+    (0xAA7F, "khmer_myanmar"),
+    (0xAADF, "indic"),
+    (0xAAFF, "indic"),
+    (0xAB2F, "ethiopic"),
+    (0xAB6F, "latin"),
+    (0xABBF, "default"),
+    (0xABFF, "indic"),
+    (0xD7AF, "hangul"),
+    (0xFAFF, "cjk"),
+    (0xFDFF, "arabic"),
+    (0xFE6F, "default"),
+    (0xFEFF, "arabic"),
     (0xFFEF, "latin"),
-]  # fmt: skip
+]
 _BREAKPOINTS = [end for end, _ in _RANGES]
 
 
@@ -274,7 +469,13 @@ def char_weight(char: str) -> float:
     if code == 0x0640:  # Arabic tatweel
         return _WEIGHTS["mark"]
     category = unicodedata.category(char)
-    for prefix, kind in (("M", "mark"), ("P", "punctuation"), ("S", "punctuation"), ("Z", "space"), ("N", "digit")):
+    for prefix, kind in (
+        ("M", "mark"),
+        ("P", "punctuation"),
+        ("S", "punctuation"),
+        ("Z", "space"),
+        ("N", "digit"),
+    ):
         if category.startswith(prefix):
             return _WEIGHTS[kind]
     index = bisect.bisect_left(_BREAKPOINTS, code)
@@ -283,7 +484,9 @@ def char_weight(char: str) -> float:
     return _WEIGHTS["cjk"] if code > 0x20000 else _WEIGHTS["default"]
 
 
-def estimate_frames(text: str, ref_text: str | None, ref_frames: int | None, speed: float = 1.0) -> int:
+def estimate_frames(
+    text: str, ref_text: str | None, ref_frames: int | None, speed: float = 1.0
+) -> int:
     """Target frames for ``text`` at the pace of the reference (upstream's RuleDurationEstimator
     and ``_estimate_target_tokens``); without a reference, "Nice to meet you." in 25 frames."""
     if ref_frames is None or not ref_text:

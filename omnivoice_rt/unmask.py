@@ -47,7 +47,11 @@ def schedule(total: int, num_step: int, t_shift: float) -> list[int]:
     t = time_steps(num_step, t_shift)
     counts, remaining = [], total
     for step in range(num_step):
-        n = remaining if step == num_step - 1 else min(math.ceil(total * (t[step + 1] - t[step])), remaining)
+        n = (
+            remaining
+            if step == num_step - 1
+            else min(math.ceil(total * (t[step + 1] - t[step])), remaining)
+        )
         counts.append(int(n))
         remaining -= int(n)
     return counts
@@ -64,7 +68,9 @@ def gumbel(logits: np.ndarray, temperature: float, rng: np.random.Generator) -> 
     return logits / temperature - np.log(-np.log(u + 1e-10) + 1e-10)
 
 
-def predict(cond: np.ndarray, uncond: np.ndarray, s: UnmaskSettings, mask_id: int, rng: np.random.Generator):
+def predict(
+    cond: np.ndarray, uncond: np.ndarray, s: UnmaskSettings, mask_id: int, rng: np.random.Generator
+):
     """Guided log-probabilities -> (predicted code, confidence) per position, mask id excluded."""
     if s.guidance_scale != 0:
         c, u = log_softmax(cond), log_softmax(uncond)
@@ -93,7 +99,9 @@ def unmask(
 ) -> np.ndarray:
     """Generate (C, T) codes. ``on_step(step, num_step)`` is called after each step."""
     tokens = np.full((num_codebooks, target_len), mask_id, dtype=np.int64)
-    layer_penalty = settings.layer_penalty_factor * np.arange(num_codebooks, dtype=np.float32)[:, None]
+    layer_penalty = (
+        settings.layer_penalty_factor * np.arange(num_codebooks, dtype=np.float32)[:, None]
+    )
     counts = schedule(num_codebooks * target_len, settings.num_step, settings.t_shift)
     for step, k in enumerate(counts):
         if k > 0:

@@ -44,9 +44,7 @@ from starlette.requests import ClientDisconnect
 logger = logging.getLogger(__name__)
 
 FILE_ROUTE = "/gradio_api/file="
-MCP_FILE_HINT = (
-    "give a file as an http(s) URL, a data: URI, or the path that POST /gradio_api/upload returned for it"
-)
+MCP_FILE_HINT = "give a file as an http(s) URL, a data: URI, or the path that POST /gradio_api/upload returned for it"
 
 
 def guard(demo: gr.Blocks) -> None:
@@ -68,7 +66,10 @@ class _Tracebacks:
     def print_exc(*args, **kwargs) -> None:
         error = sys.exc_info()[1]
         if isinstance(error, (gr.Error, ValueError)):  # the request's input, checked by Gradio
-            logger.info("refused a request: %s", str(error).splitlines()[0] if str(error) else type(error).__name__)
+            logger.info(
+                "refused a request: %s",
+                str(error).splitlines()[0] if str(error) else type(error).__name__,
+            )
         else:
             traceback.print_exc(*args, **kwargs)
 
@@ -83,7 +84,11 @@ def uploaded(path: str) -> str | None:
     """``path`` when it is a file in Gradio's upload folder (links resolved), else None."""
     try:
         resolved = Path(os.path.abspath(path)).resolve()
-        return str(resolved) if resolved.is_file() and is_in_or_equal(resolved, get_upload_folder()) else None
+        return (
+            str(resolved)
+            if resolved.is_file() and is_in_or_equal(resolved, get_upload_folder())
+            else None
+        )
     except (OSError, ValueError):
         return None
 
@@ -93,7 +98,9 @@ def accept_mcp_files(demo: gr.Blocks) -> None:
     that file, anything else as Gradio's MCP takes it (an http(s) URL, a ``data:`` URI)."""
     import gradio.mcp
 
-    gradio.mcp.DEFAULT_TEMP_DIR = get_upload_folder()  # where it saves data: URIs, read at its import
+    gradio.mcp.DEFAULT_TEMP_DIR = (
+        get_upload_folder()
+    )  # where it saves data: URIs, read at its import
     server = demo.mcp_server_obj
     convert = server.convert_strings_to_filedata
 
@@ -109,12 +116,18 @@ def accept_mcp_files(demo: gr.Blocks) -> None:
             path = uploaded(unquote(value.split(FILE_ROUTE, 1)[1].split("?", 1)[0]))
             if path is None:
                 raise ValueError(f"that file is not on this server any more; {MCP_FILE_HINT}")
-            return {"path": path, "meta": {"_type": "gradio.FileData"}, "orig_name": Path(path).name}
+            return {
+                "path": path,
+                "meta": {"_type": "gradio.FileData"},
+                "orig_name": Path(path).name,
+            }
         if parts.scheme in ("http", "https", "data"):
             return value  # Gradio's MCP fetches it (public addresses only) or decodes it
         path = uploaded(value)
         if path is None:
-            raise ValueError(f"a file argument is not a URL nor a file uploaded to this server; {MCP_FILE_HINT}")
+            raise ValueError(
+                f"a file argument is not a URL nor a file uploaded to this server; {MCP_FILE_HINT}"
+            )
         return {"path": path, "meta": {"_type": "gradio.FileData"}, "orig_name": Path(path).name}
 
     def convert_files(arguments, positions):

@@ -67,13 +67,32 @@ VOICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 class ApiError(Exception):
     """An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}} with its status."""
 
-    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
-                 kind: str = "invalid_request_error"):  # fmt: skip
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        param: str | None = None,
+        code: str | None = None,
+        kind: str = "invalid_request_error",
+    ):
         super().__init__(message)
-        self.status, self.message, self.param, self.code, self.kind = status, message, param, code, kind
+        self.status, self.message, self.param, self.code, self.kind = (
+            status,
+            message,
+            param,
+            code,
+            kind,
+        )
 
     def response(self) -> JSONResponse:
-        body = {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
+        body = {
+            "error": {
+                "message": self.message,
+                "type": self.kind,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
         headers = {"Retry-After": "30"} if self.status == 429 else None
         return JSONResponse(body, status_code=self.status, headers=headers)
 
@@ -87,13 +106,17 @@ def api_error(exc: Exception) -> ApiError:
     if isinstance(exc, Busy):
         return ApiError(429, str(exc), code="server_busy", kind="rate_limit_error")
     if isinstance(exc, ArtifactError):
-        return ApiError(503, f"The model cannot be loaded: {exc}", code="model_unavailable", kind="server_error")
+        return ApiError(
+            503, f"The model cannot be loaded: {exc}", code="model_unavailable", kind="server_error"
+        )
     if isinstance(exc, SynthesisError):
         return ApiError(500, str(exc), kind="server_error")
     if isinstance(exc, (ValueError, FileNotFoundError)):
         return ApiError(400, str(exc))
     logger.exception("unexpected error in /v1/audio/speech")
-    return ApiError(500, "The server failed on this request; its log has the detail.", kind="server_error")
+    return ApiError(
+        500, "The server failed on this request; its log has the detail.", kind="server_error"
+    )
 
 
 @dataclass
@@ -118,15 +141,21 @@ class OpenAIDoor:
     """The routes, over the server's ``Voices``; ``voice_dir`` holds saved voice prompts (``NAME.npz``
     is the voice NAME); with ``api_key`` set, every request must carry it as a bearer token."""
 
-    def __init__(self, voices: Voices, voice_dir: str | Path | None = None, api_key: str | None = None):
+    def __init__(
+        self, voices: Voices, voice_dir: str | Path | None = None, api_key: str | None = None
+    ):
         self.voices = voices
         self.voice_dir = Path(voice_dir) if voice_dir else None
         if self.voice_dir is not None and not self.voice_dir.is_dir():
-            raise FileNotFoundError(f"--voices {self.voice_dir}: no such folder; create it, or leave --voices out")
+            raise FileNotFoundError(
+                f"--voices {self.voice_dir}: no such folder; create it, or leave --voices out"
+            )
         self.api_key = api_key or None
         self.formats = available_formats()
         # Threads for the requests waiting in the line or being served; past it a request waits without one.
-        self.waiting_threads = anyio.CapacityLimiter(voices.line.max_waiting + voices.line.slots + 1)
+        self.waiting_threads = anyio.CapacityLimiter(
+            voices.line.max_waiting + voices.line.slots + 1
+        )
 
     # ------------------------------------------------------------------ tables
 
@@ -134,14 +163,20 @@ class OpenAIDoor:
         """Every model name this server answers to: (precision, preset)."""
         default = self.voices.default
         table = {MODEL: (default, APP_PRESET)}
-        table.update({f"{MODEL}-{precision}": (precision, APP_PRESET) for precision in self.voices.offered})
+        table.update(
+            {f"{MODEL}-{precision}": (precision, APP_PRESET) for precision in self.voices.offered}
+        )
         table.update({name: (default, preset) for name, preset in OPENAI_MODELS.items()})
         return table
 
     def saved_voices(self) -> dict[str, Path]:
         if self.voice_dir is None:
             return {}
-        return {path.stem: path for path in sorted(self.voice_dir.glob("*.npz")) if VOICE_NAME.fullmatch(path.stem)}
+        return {
+            path.stem: path
+            for path in sorted(self.voice_dir.glob("*.npz"))
+            if VOICE_NAME.fullmatch(path.stem)
+        }
 
     # ------------------------------------------------------------------ requests
 
@@ -151,49 +186,86 @@ class OpenAIDoor:
             raise ApiError(400, "The body must be a JSON object with at least 'input'.")
         text = body.get("input")
         if not isinstance(text, str) or not text.strip():
-            raise ApiError(400, "'input' is required: the text to speak, a non-empty string.", param="input")
+            raise ApiError(
+                400, "'input' is required: the text to speak, a non-empty string.", param="input"
+            )
         try:
-            text = check_text(text)  # before the line: a request that cannot run does not wait for its turn
+            text = check_text(
+                text
+            )  # before the line: a request that cannot run does not wait for its turn
         except ValueError as exc:
             raise ApiError(400, str(exc), param="input") from exc
         model = body.get("model") or MODEL
         models = self.models()
         if not isinstance(model, str) or model not in models:
-            raise ApiError(404, f"The model {model!r} does not exist here; choose one of {', '.join(models)}.",
-                           param="model", code="model_not_found")  # fmt: skip
+            raise ApiError(
+                404,
+                f"The model {model!r} does not exist here; choose one of {', '.join(models)}.",
+                param="model",
+                code="model_not_found",
+            )
         precision, preset = models[model]
         preset = body.get("preset") or preset
         if not isinstance(preset, str) or preset not in PRESETS:
-            raise ApiError(400, f"Unknown preset {preset!r}; choose one of {', '.join(PRESETS)}.", param="preset")
+            raise ApiError(
+                400,
+                f"Unknown preset {preset!r}; choose one of {', '.join(PRESETS)}.",
+                param="preset",
+            )
         voice = body.get("voice") or AUTO_VOICE
         if isinstance(voice, dict):  # OpenAI's {"id": "voice_..."} form of a custom voice
             voice = voice.get("id")
         if not isinstance(voice, str):
-            raise ApiError(400, "'voice' must be a voice name (GET /v1/audio/voices lists them).", param="voice")
+            raise ApiError(
+                400,
+                "'voice' must be a voice name (GET /v1/audio/voices lists them).",
+                param="voice",
+            )
         saved = self.saved_voices()
         if voice not in saved and voice not in OPENAI_VOICES and voice != AUTO_VOICE:
             names = ", ".join([AUTO_VOICE, *OPENAI_VOICES, *saved])
             raise ApiError(400, f"Unknown voice {voice!r}; choose one of {names}.", param="voice")
         fmt = body.get("response_format") or "mp3"
         if fmt not in self.formats:
-            raise ApiError(400, f"Unsupported response_format {fmt!r}; this server writes {', '.join(self.formats)}.",
-                           param="response_format")  # fmt: skip
+            raise ApiError(
+                400,
+                f"Unsupported response_format {fmt!r}; this server writes {', '.join(self.formats)}.",
+                param="response_format",
+            )
         stream_format = body.get("stream_format") or "audio"
         if stream_format not in ("audio", "sse"):
-            raise ApiError(400, f"Unknown stream_format {stream_format!r}; use 'audio' or 'sse'.", param="stream_format")
-        instruct = body.get("instructions") or (OPENAI_VOICES.get(voice) if voice not in saved else None)
+            raise ApiError(
+                400,
+                f"Unknown stream_format {stream_format!r}; use 'audio' or 'sse'.",
+                param="stream_format",
+            )
+        instruct = body.get("instructions") or (
+            OPENAI_VOICES.get(voice) if voice not in saved else None
+        )
         try:
             if instruct is not None and not isinstance(instruct, str):
                 raise ValueError("'instructions' must be a string.")
             instruct = resolve_instruct(instruct)
         except ValueError as exc:
-            raise ApiError(400, f"'instructions' are voice-design items here. {exc}", param="instructions") from exc
+            raise ApiError(
+                400, f"'instructions' are voice-design items here. {exc}", param="instructions"
+            ) from exc
         speed, seed = body.get("speed", 1.0), body.get("seed")
-        if not isinstance(speed, (int, float)) or isinstance(speed, bool) or not MIN_SPEED <= speed <= MAX_SPEED:
+        if (
+            not isinstance(speed, (int, float))
+            or isinstance(speed, bool)
+            or not MIN_SPEED <= speed <= MAX_SPEED
+        ):
             shown = f"{speed:.3g}" if isinstance(speed, (int, float)) else type(speed).__name__
-            raise ApiError(400, f"'speed' must be a number from {MIN_SPEED:g} to {MAX_SPEED:g} (1.0 is normal), "
-                           f"got {shown}.", param="speed")  # fmt: skip
-        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63):
+            raise ApiError(
+                400,
+                f"'speed' must be a number from {MIN_SPEED:g} to {MAX_SPEED:g} (1.0 is normal), "
+                f"got {shown}.",
+                param="speed",
+            )
+        if seed is not None and (
+            not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63
+        ):
             raise ApiError(400, "'seed' must be a non-negative integer.", param="seed")
         language = body.get("language")
         try:
@@ -206,20 +278,34 @@ class OpenAIDoor:
             try:
                 VoicePrompt.load(saved[voice])
             except (ValueError, OSError) as exc:
-                raise ApiError(400, f"The saved voice {voice!r} cannot be used: {exc}", param="voice") from exc
+                raise ApiError(
+                    400, f"The saved voice {voice!r} cannot be used: {exc}", param="voice"
+                ) from exc
         return SpeechRequest(
-            text=text, precision=precision, preset=preset, voice=voice, instruct=instruct,
-            voice_prompt=saved.get(voice), response_format=fmt, speed=float(speed), sse=stream_format == "sse",
-            seed=resolve_seed(seed, seed is None), language=language or None, sentences=bool(body.get("sentences")),
-        )  # fmt: skip
+            text=text,
+            precision=precision,
+            preset=preset,
+            voice=voice,
+            instruct=instruct,
+            voice_prompt=saved.get(voice),
+            response_format=fmt,
+            speed=float(speed),
+            sse=stream_format == "sse",
+            seed=resolve_seed(seed, seed is None),
+            language=language or None,
+            sentences=bool(body.get("sentences")),
+        )
 
     def check_key(self, request: Request) -> None:
         if self.api_key is None:
             return
         given = request.headers.get("authorization", "")
         if not hmac.compare_digest(given.encode(), f"Bearer {self.api_key}".encode()):
-            raise ApiError(401, "Incorrect or missing API key: send 'Authorization: Bearer <OMNIVOICE_API_KEY>'.",
-                           code="invalid_api_key")  # fmt: skip
+            raise ApiError(
+                401,
+                "Incorrect or missing API key: send 'Authorization: Bearer <OMNIVOICE_API_KEY>'.",
+                code="invalid_api_key",
+            )
 
     # ------------------------------------------------------------------ routes
 
@@ -239,23 +325,38 @@ class OpenAIDoor:
         @router.get("/models")
         async def models(request: Request):
             self.check_key(request)
-            data = [{"id": name, "object": "model", "created": 0, "owned_by": "omnivoice-onnx",
-                     "precision": precision, "preset": preset} for name, (precision, preset) in self.models().items()]  # fmt: skip
+            data = [
+                {
+                    "id": name,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "omnivoice-onnx",
+                    "precision": precision,
+                    "preset": preset,
+                }
+                for name, (precision, preset) in self.models().items()
+            ]
             return {"object": "list", "data": data}
 
         @router.get("/audio/voices")
         async def voices(request: Request):
             self.check_key(request)
             data = [{"id": AUTO_VOICE, "object": "voice", "kind": "auto", "instruct": None}]
-            data += [{"id": name, "object": "voice", "kind": "design", "instruct": instruct}
-                     for name, instruct in OPENAI_VOICES.items()]  # fmt: skip
-            data += [{"id": name, "object": "voice", "kind": "saved", "instruct": None} for name in self.saved_voices()]
+            data += [
+                {"id": name, "object": "voice", "kind": "design", "instruct": instruct}
+                for name, instruct in OPENAI_VOICES.items()
+            ]
+            data += [
+                {"id": name, "object": "voice", "kind": "saved", "instruct": None}
+                for name in self.saved_voices()
+            ]
             return {"object": "list", "data": data}
 
         return router
 
     def install(self, app: FastAPI) -> None:
         app.include_router(self.router())
+
         async def handler(_request, exc: ApiError):
             return exc.response()
 
@@ -269,7 +370,9 @@ class SpeechJob:
 
     def __init__(self, voices: Voices, request: SpeechRequest):
         self.voices, self.request = voices, request
-        self.stopped = threading.Event()  # the client went away: the synthesis stops at its next step
+        self.stopped = (
+            threading.Event()
+        )  # the client went away: the synthesis stops at its next step
         self.ahead = 0  # requests ahead in the line when this one arrived
         self._stack = contextlib.ExitStack()
         self._pieces: Iterator | None = None
@@ -278,14 +381,28 @@ class SpeechJob:
 
     def start(self) -> None:
         request = self.request
-        settings = settings_kwargs(PRESETS[request.preset]["num_step"], DEFAULTS["guidance"], request.speed,
-                                   preset=request.preset)  # fmt: skip
-        job = dict(text=request.text, language=request.language, instruct=request.instruct, seed=request.seed,
-                   voice_prompt=str(request.voice_prompt) if request.voice_prompt else None, **settings)  # fmt: skip
+        settings = settings_kwargs(
+            PRESETS[request.preset]["num_step"],
+            DEFAULTS["guidance"],
+            request.speed,
+            preset=request.preset,
+        )
+        job = dict(
+            text=request.text,
+            language=request.language,
+            instruct=request.instruct,
+            seed=request.seed,
+            voice_prompt=str(request.voice_prompt) if request.voice_prompt else None,
+            **settings,
+        )
         try:
-            prepared = self.voices.prepared(request.precision, job, on_wait=self._waiting, should_stop=self.stopped.is_set)
+            prepared = self.voices.prepared(
+                request.precision, job, on_wait=self._waiting, should_stop=self.stopped.is_set
+            )
             voice, job, _ = self._stack.enter_context(prepared)
-            self._pieces = voice.stream(sentences=request.sentences, should_stop=self.stopped.is_set, **job)
+            self._pieces = voice.stream(
+                sentences=request.sentences, should_stop=self.stopped.is_set, **job
+            )
             self._first = next(self._pieces)
         except BaseException as exc:
             self._stack.close()
@@ -301,12 +418,22 @@ class SpeechJob:
             writer = None
             for piece in self._all_pieces():
                 if writer is None:
-                    writer = AudioWriter(request.response_format, piece.sample_rate, piece.metadata["pieces"] > 1)
+                    writer = AudioWriter(
+                        request.response_format, piece.sample_rate, piece.metadata["pieces"] > 1
+                    )
                 yield from framed(writer.write(piece.waveform), sse)
             yield from framed(writer.close(), sse)
             if sse:
-                yield sse_event({"type": "speech.audio.done", "usage": {"input_tokens": len(request.text),
-                                 "output_tokens": 0, "total_tokens": len(request.text)}})  # fmt: skip
+                yield sse_event(
+                    {
+                        "type": "speech.audio.done",
+                        "usage": {
+                            "input_tokens": len(request.text),
+                            "output_tokens": 0,
+                            "total_tokens": len(request.text),
+                        },
+                    }
+                )
         except Cancelled:
             logger.info("a /v1/audio/speech client went away; its synthesis stopped")
         except Exception as exc:  # noqa: BLE001 - the status is sent; the stream ends early and the log says why
@@ -338,13 +465,18 @@ class SpeechResponse(StreamingResponse):
     def __init__(self, job: SpeechJob):
         request = job.request
         media_type = "text/event-stream" if request.sse else FORMATS[request.response_format][0]
-        super().__init__(job.body, media_type=media_type,
-                         headers={"X-Seed": str(request.seed), "X-Queue-Ahead": str(job.ahead)})  # fmt: skip
+        super().__init__(
+            job.body,
+            media_type=media_type,
+            headers={"X-Seed": str(request.seed), "X-Queue-Ahead": str(job.ahead)},
+        )
         self.job = job
 
     async def __call__(self, scope, receive, send) -> None:
         try:
-            async with watching(receive, self.job.stopped):  # a client gone mid-answer stops the piece being made
+            async with watching(
+                receive, self.job.stopped
+            ):  # a client gone mid-answer stops the piece being made
                 await super().__call__(scope, receive, send)
         finally:
             with anyio.CancelScope(shield=True):
@@ -381,7 +513,10 @@ async def read_json(request: Request):
         async for chunk in request.stream():
             data += chunk
             if len(data) > MAX_BODY_BYTES:
-                raise ApiError(413, f"The request body is over {MAX_BODY_BYTES >> 10} kB; 'input' takes up to 10,000 characters.")
+                raise ApiError(
+                    413,
+                    f"The request body is over {MAX_BODY_BYTES >> 10} kB; 'input' takes up to 10,000 characters.",
+                )
     except ClientDisconnect:  # it left while sending: nobody reads the answer
         raise ApiError(400, "The client went away while sending its body.") from None
     try:
@@ -395,7 +530,11 @@ async def read_json(request: Request):
 def framed(data: bytes, sse: bool) -> Iterator[bytes]:
     """Audio bytes as they go out: raw, or as a server-sent ``speech.audio.delta`` event."""
     if data:
-        yield sse_event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()}) if sse else data
+        yield (
+            sse_event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
+            if sse
+            else data
+        )
 
 
 def sse_event(payload: dict) -> bytes:

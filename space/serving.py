@@ -44,21 +44,38 @@ PRECISIONS = {
 }
 APP_PRESET = "balanced"  # the server's default: a CPU Space should answer in seconds, not a minute
 # Every door's defaults, one table (the CLI's: the same preset, a random seed).
-DEFAULTS = {"num_step": PRESETS[APP_PRESET]["num_step"], "guidance": 2.0, "speed": 1.0, "duration": 0.0, "seed": 0,
-            "randomize_seed": True, "denoise": True, "postprocess": True, "preset": APP_PRESET}  # fmt: skip
+DEFAULTS = {
+    "num_step": PRESETS[APP_PRESET]["num_step"],
+    "guidance": 2.0,
+    "speed": 1.0,
+    "duration": 0.0,
+    "seed": 0,
+    "randomize_seed": True,
+    "denoise": True,
+    "postprocess": True,
+    "preset": APP_PRESET,
+}
 LEAVE_CHECK_S = 0.1  # how often a request waiting in line checks that its client is still there
-PROMPT_CACHE_SIZE = 16  # voice prompts kept, keyed by the reference's bytes, its transcript and the precision
+PROMPT_CACHE_SIZE = (
+    16  # voice prompts kept, keyed by the reference's bytes, its transcript and the precision
+)
 
 
 @dataclass
 class Config:
-    source: str | None = None  # artifact folder or Hub repo; None: $OMNIVOICE_REPO or the default repo
+    source: str | None = (
+        None  # artifact folder or Hub repo; None: $OMNIVOICE_REPO or the default repo
+    )
     precision: str = "int4"
     threads: int | None = None
     preload: bool = False  # load the default precision in the background as the server starts
     concurrency: int = 1  # syntheses at once; loads and downloads do not take a slot
-    asr_model: str | None = None  # speech recogniser: folder or Hub repo; None: $OMNIVOICE_ASR_MODEL or whisper-base
-    max_waiting: int = MAX_WAITING  # requests waiting in line, all doors together; more are turned away
+    asr_model: str | None = (
+        None  # speech recogniser: folder or Hub repo; None: $OMNIVOICE_ASR_MODEL or whisper-base
+    )
+    max_waiting: int = (
+        MAX_WAITING  # requests waiting in line, all doors together; more are turned away
+    )
 
 
 def offered_precisions(source: str | None) -> list[str]:
@@ -76,18 +93,28 @@ def resolve_seed(seed, randomize: bool) -> int:
     return random.randrange(2**31) if randomize or seed is None else int(seed)
 
 
-def settings_kwargs(num_step=DEFAULTS["num_step"], guidance=DEFAULTS["guidance"], speed=1.0, duration=0.0,
-                    denoise=True, postprocess=True, preset=APP_PRESET) -> dict:  # fmt: skip
+def settings_kwargs(
+    num_step=DEFAULTS["num_step"],
+    guidance=DEFAULTS["guidance"],
+    speed=1.0,
+    duration=0.0,
+    denoise=True,
+    postprocess=True,
+    preset=APP_PRESET,
+) -> dict:
     """Settings as ``generate`` arguments; the preset brings its cache and guidance reuse."""
     if preset not in PRESETS:
         raise ValueError(f"Unknown preset {preset!r}; choose one of {', '.join(PRESETS)}.")
     bundle = {k: v for k, v in PRESETS[preset].items() if k != "num_step"}
     return {
-        **bundle, "num_step": int(num_step), "guidance_scale": float(guidance),
+        **bundle,
+        "num_step": int(num_step),
+        "guidance_scale": float(guidance),
         "speed": float(speed) if speed and float(speed) != 1.0 else None,
         "duration": float(duration) if duration and float(duration) > 0 else None,
-        "denoise": bool(denoise), "postprocess_output": bool(postprocess),
-    }  # fmt: skip
+        "denoise": bool(denoise),
+        "postprocess_output": bool(postprocess),
+    }
 
 
 class Line:
@@ -114,7 +141,9 @@ class Line:
             if self._free and not self._waiting:
                 self._free, ticket, ahead = self._free - 1, None, 0
             elif len(self._waiting) >= self.max_waiting:
-                raise Busy(f"The server is busy: {len(self._waiting)} requests are waiting already. Try again in a minute.")
+                raise Busy(
+                    f"The server is busy: {len(self._waiting)} requests are waiting already. Try again in a minute."
+                )
             else:
                 ticket, ahead = threading.Event(), len(self._waiting) + self.slots
                 self._waiting.append(ticket)
@@ -172,7 +201,9 @@ class Voices:
         self.line = Line(config.concurrency, config.max_waiting)
         self.asr: Transcriber | None = None  # one speech recogniser for every precision
         self._asr_lock = threading.Lock()
-        self.prompts: OrderedDict[tuple, VoicePrompt] = OrderedDict()  # the last PROMPT_CACHE_SIZE references
+        self.prompts: OrderedDict[tuple, VoicePrompt] = (
+            OrderedDict()
+        )  # the last PROMPT_CACHE_SIZE references
         self._prompts_lock = threading.Lock()
 
     def slot(self, progress=None, on_wait=None, should_stop=None):
@@ -183,7 +214,10 @@ class Voices:
 
         def waiting(ahead: int) -> None:
             if progress is not None:
-                progress(0.0, desc=f"Waiting in line: {ahead} request{'s' * (ahead != 1)} before this one")
+                progress(
+                    0.0,
+                    desc=f"Waiting in line: {ahead} request{'s' * (ahead != 1)} before this one",
+                )
             if on_wait is not None:
                 on_wait(ahead)
 
@@ -191,7 +225,9 @@ class Voices:
 
     def get(self, precision: str, progress=None) -> OmniVoiceONNX:
         if precision not in self.offered:
-            raise ValueError(f"Precision {precision!r} is not offered here; choose one of {', '.join(self.offered)}.")
+            raise ValueError(
+                f"Precision {precision!r} is not offered here; choose one of {', '.join(self.offered)}."
+            )
         voice = self.loaded.get(precision)
         if voice is not None:
             return voice
@@ -212,8 +248,9 @@ class Voices:
         self.activity[precision] = "Loading"
         started = time.perf_counter()
         try:
-            self.loaded[precision] = OmniVoiceONNX.load(self.config.source, precision, threads=self.config.threads,
-                                                        download_progress=report)  # fmt: skip
+            self.loaded[precision] = OmniVoiceONNX.load(
+                self.config.source, precision, threads=self.config.threads, download_progress=report
+            )
             self.failures.pop(precision, None)
         except Exception as exc:
             self.failures[precision] = str(exc)
@@ -235,11 +272,17 @@ class Voices:
                     raise ValueError(str(exc)) from exc  # it says to type the transcript instead
             return self.asr
 
-    def voice_prompt(self, voice: OmniVoiceONNX, ref_audio, ref_text, language) -> tuple[VoicePrompt, bool]:
+    def voice_prompt(
+        self, voice: OmniVoiceONNX, ref_audio, ref_text, language
+    ) -> tuple[VoicePrompt, bool]:
         """The reference encoded (and transcribed) once: kept by its bytes, its transcript (or the
         language it is transcribed in) and the precision. Says whether it was already there."""
         transcript = (ref_text or "").strip()
-        digest = hashlib.sha256(Path(ref_audio).read_bytes()).hexdigest() if Path(ref_audio).is_file() else None
+        digest = (
+            hashlib.sha256(Path(ref_audio).read_bytes()).hexdigest()
+            if Path(ref_audio).is_file()
+            else None
+        )
         key = (voice.precision, digest, transcript, None if transcript else language)
         with self._prompts_lock:
             prompt = self.prompts.get(key) if digest else None
@@ -254,7 +297,9 @@ class Voices:
         return prompt, False
 
     @contextlib.contextmanager
-    def prepared(self, precision: str, request: dict, progress=None, on_wait=None, should_stop=None):
+    def prepared(
+        self, precision: str, request: dict, progress=None, on_wait=None, should_stop=None
+    ):
         """What every synthesis door does first: load the precision (outside the line), wait for
         a turn, turn the reference into a voice prompt (from the cache, or transcribed and encoded
         now); yields (voice, request, reused) for the block, which does the synthesis in its turn.
@@ -266,8 +311,9 @@ class Voices:
             voice.asr = self.transcriber(progress)  # the server's one recogniser
         with self.slot(progress, on_wait, should_stop):
             if request.get("ref_audio"):
-                prompt, reused = self.voice_prompt(voice, request["ref_audio"], request.get("ref_text"),
-                                                   request.get("language"))  # fmt: skip
+                prompt, reused = self.voice_prompt(
+                    voice, request["ref_audio"], request.get("ref_text"), request.get("language")
+                )
                 request = {**request, "ref_audio": None, "ref_text": None, "voice_prompt": prompt}
             else:
                 reused = False
@@ -296,8 +342,12 @@ class Voices:
         voice = self.loaded.get(precision)
         if voice is not None:
             size = graphs_size(voice.root, voice.manifest["profiles"][precision]["graphs"])
-            repaired = " The LLM was repaired to attend bidirectionally." if voice.repaired_llm else ""
-            return f"{title} Loaded from `{voice.root}`, {size / 1e6:.0f} MB on disk: ready.{repaired}"
+            repaired = (
+                " The LLM was repaired to attend bidirectionally." if voice.repaired_llm else ""
+            )
+            return (
+                f"{title} Loaded from `{voice.root}`, {size / 1e6:.0f} MB on disk: ready.{repaired}"
+            )
         if precision in self.activity:
             return f"{title} {self.activity[precision]}…"
         if precision in self.failures:
@@ -308,7 +358,12 @@ class Voices:
 def graphs_size(root: Path, graphs: dict) -> int:
     """Bytes of the given graphs and their external weights."""
     paths = [root / spec["file"] for spec in graphs.values()]
-    return sum(p.stat().st_size for path in paths for p in (path, path.with_name(path.name + ".data")) if p.exists())
+    return sum(
+        p.stat().st_size
+        for path in paths
+        for p in (path, path.with_name(path.name + ".data"))
+        if p.exists()
+    )
 
 
 def availability(source: str | None, precision: str) -> str:

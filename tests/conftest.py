@@ -36,7 +36,9 @@ def tiny_checkpoint(tmp_path_factory) -> Path:
 def fp32_artifacts(tiny_checkpoint, tmp_path_factory) -> Path:
     """The all-fp32 profile and an fp32 codec: the reference for equivalence."""
     out = tmp_path_factory.mktemp("artifacts_fp32")
-    return build(tiny_checkpoint, out, "--device", "cpu_fp32", "--include-higgs", "--higgs-precision", "fp32")
+    return build(
+        tiny_checkpoint, out, "--device", "cpu_fp32", "--include-higgs", "--higgs-precision", "fp32"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -76,8 +78,13 @@ def running_app(args: list[str], log_path: Path, **env: str):
     environment = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", **env}
     environment.pop("OMNIVOICE_ARTIFACTS", None)
     with open(log_path, "w") as log:
-        process = subprocess.Popen([sys.executable, str(ROOT / "app.py"), *args, "--port", str(port)],
-                                   cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+        process = subprocess.Popen(
+            [sys.executable, str(ROOT / "app.py"), *args, "--port", str(port)],
+            cwd=ROOT,
+            env=environment,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         url = f"http://127.0.0.1:{port}"
         deadline = time.time() + 120
         try:
@@ -113,8 +120,11 @@ def tiny_whisper(tmp_path_factory) -> Path:
 def app_server(cpu_artifacts, tiny_whisper, tmp_path_factory):
     """The app over the tiny int4/fp16 artifacts, with the tiny recogniser."""
     log = tmp_path_factory.mktemp("app") / "server.log"
-    with running_app(["--artifacts", str(cpu_artifacts), "--asr-model", str(tiny_whisper)], log,
-                     HF_HUB_OFFLINE="1") as url:  # fmt: skip
+    with running_app(
+        ["--artifacts", str(cpu_artifacts), "--asr-model", str(tiny_whisper)],
+        log,
+        HF_HUB_OFFLINE="1",
+    ) as url:
         yield url
 
 

@@ -18,7 +18,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-LFS_THRESHOLD = 10_000  # files at least this big are served as LFS files, as the Hub does for weights
+LFS_THRESHOLD = (
+    10_000  # files at least this big are served as LFS files, as the Hub does for weights
+)
 
 
 class HubServer:
@@ -27,7 +29,9 @@ class HubServer:
         self.repo_id = repo_id
         self.missing: set[str] = set()
         self.truncated: set[str] = set()
-        self.delays: dict[str, float] = {}  # seconds to wait before sending a file's bytes: a slow download
+        self.delays: dict[
+            str, float
+        ] = {}  # seconds to wait before sending a file's bytes: a slow download
         self.requests: list[tuple[str, str]] = []  # (method, path) of every resolve request
         self._index = self._build_index()
         handler = type("Handler", (_Handler,), {"hub": self})
@@ -43,9 +47,16 @@ class HubServer:
         index = {}
         for path in sorted(p for p in self.folder.rglob("*") if p.is_file()):
             data = path.read_bytes()
-            entry = {"size": len(data), "oid": hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()}
+            entry = {
+                "size": len(data),
+                "oid": hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest(),
+            }
             if len(data) >= LFS_THRESHOLD:
-                entry["lfs"] = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
+                entry["lfs"] = {
+                    "oid": hashlib.sha256(data).hexdigest(),
+                    "size": len(data),
+                    "pointerSize": 134,
+                }
             index[path.relative_to(self.folder).as_posix()] = entry
         self.commit = hashlib.sha1(json.dumps(index, sort_keys=True).encode()).hexdigest()
         return index
@@ -99,7 +110,15 @@ class _Handler(BaseHTTPRequestHandler):
         api = f"/api/models/{hub.repo_id}"
         if path.startswith(api + "/revision/"):
             siblings = [{"rfilename": p} for p in hub._index]
-            return self._json({"id": hub.repo_id, "modelId": hub.repo_id, "sha": hub.commit, "siblings": siblings, "private": False})
+            return self._json(
+                {
+                    "id": hub.repo_id,
+                    "modelId": hub.repo_id,
+                    "sha": hub.commit,
+                    "siblings": siblings,
+                    "private": False,
+                }
+            )
         if path.startswith(api + "/tree/"):
             entries, folders = [], set()
             for name, entry in hub._index.items():
@@ -107,7 +126,10 @@ class _Handler(BaseHTTPRequestHandler):
                 for depth in range(1, len(parts)):
                     folders.add("/".join(parts[:depth]))
                 entries.append({"type": "file", "path": name, **entry})
-            entries += [{"type": "directory", "path": f, "oid": "0" * 40, "size": 0} for f in sorted(folders)]
+            entries += [
+                {"type": "directory", "path": f, "oid": "0" * 40, "size": 0}
+                for f in sorted(folders)
+            ]
             return self._json(entries)
         prefix = f"/{hub.repo_id}/resolve/"
         if not path.startswith(prefix):

@@ -10,7 +10,16 @@ from gradio_client import Client, handle_file
 from omnivoice_build.equivalence import write_reference
 
 # text, language, instruct, precision, num_step, guidance, speed, duration, seed, randomize, denoise, postprocess
-FIXED = dict(num_step=8, guidance=2.0, speed=1.0, duration=2.0, seed=3, randomize_seed=False, denoise=True, postprocess=False)
+FIXED = dict(
+    num_step=8,
+    guidance=2.0,
+    speed=1.0,
+    duration=2.0,
+    seed=3,
+    randomize_seed=False,
+    denoise=True,
+    postprocess=False,
+)
 
 
 @pytest.fixture(scope="module")
@@ -35,13 +44,17 @@ def test_api_lists_the_stable_endpoints_only(client):
     info = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
     for endpoint in ("/synthesize", "/clone"):
         preset = next(p for p in info[endpoint]["parameters"] if p["parameter_name"] == "preset")
-        assert preset["parameter_default"] == "balanced"  # the page's and the API's default on a CPU
+        assert (
+            preset["parameter_default"] == "balanced"
+        )  # the page's and the API's default on a CPU
         assert preset["python_type"]["type"] == "Literal['best', 'balanced', 'fast']"
 
 
 def test_synthesize_auto_voice_and_voice_design(client):
     for instruct in ("", "female, low pitch, british accent"):
-        path, info = client.predict("Hello from the API.", "English", instruct, "int4", **FIXED, api_name="/synthesize")
+        path, info = client.predict(
+            "Hello from the API.", "English", instruct, "int4", **FIXED, api_name="/synthesize"
+        )
         audio, rate = read(path)
         assert rate == 24000
         assert audio.shape[0] == 2 * 24000 + 2 * 2400  # 2 s and 0.1 s of padding each side
@@ -53,13 +66,27 @@ def test_the_api_returns_the_runtime_waveform_at_its_loudness(client, cpu_artifa
     a reference): not rescaled to full scale as Gradio does with float audio."""
     from omnivoice_rt.model import PRESETS, OmniVoiceONNX
 
-    path, _ = client.predict("Loudness kept.", "English", "", "int4", **FIXED, api_name="/synthesize")
+    path, _ = client.predict(
+        "Loudness kept.", "English", "", "int4", **FIXED, api_name="/synthesize"
+    )
     audio, _ = read(path)
-    cache = {k: v for k, v in PRESETS["balanced"].items() if k != "num_step"}  # the API's default preset
-    expected = OmniVoiceONNX.load(cpu_artifacts, "int4").generate(
-        "Loudness kept.", language="English", seed=3, num_step=8, guidance_scale=2.0, duration=2.0,
-        postprocess_output=False, **cache,
-    ).waveform  # fmt: skip
+    cache = {
+        k: v for k, v in PRESETS["balanced"].items() if k != "num_step"
+    }  # the API's default preset
+    expected = (
+        OmniVoiceONNX.load(cpu_artifacts, "int4")
+        .generate(
+            "Loudness kept.",
+            language="English",
+            seed=3,
+            num_step=8,
+            guidance_scale=2.0,
+            duration=2.0,
+            postprocess_output=False,
+            **cache,
+        )
+        .waveform
+    )
     assert np.abs(audio).max() == pytest.approx(0.5, abs=1e-3)
     np.testing.assert_allclose(audio, expected, atol=1e-4)
 
@@ -75,9 +102,15 @@ def test_same_seed_same_audio_and_precisions_differ(client):
 
 def test_clone_uploads_a_reference(client, reference):
     path, info = client.predict(
-        "Hello in my voice.", handle_file(reference), "This is my voice.", None, "Auto", "int4", **FIXED,
+        "Hello in my voice.",
+        handle_file(reference),
+        "This is my voice.",
+        None,
+        "Auto",
+        "int4",
+        **FIXED,
         api_name="/clone",
-    )  # fmt: skip
+    )
     audio, rate = read(path)
     assert rate == 24000 and audio.shape[0] == 2 * 24000 + 2 * 2400
 
@@ -86,23 +119,52 @@ def test_a_reference_is_transcribed_and_cloning_needs_no_typed_transcript(client
     from tests.conftest import TRANSCRIPT
 
     assert client.predict(handle_file(reference), "English", api_name="/transcribe") == TRANSCRIPT
-    typed, _ = client.predict("Hello.", handle_file(reference), TRANSCRIPT, None, "Auto", "int4", **FIXED,
-                              api_name="/clone")  # fmt: skip
-    heard, _ = client.predict("Hello.", handle_file(reference), "", None, "Auto", "int4", **FIXED, api_name="/clone")
+    typed, _ = client.predict(
+        "Hello.",
+        handle_file(reference),
+        TRANSCRIPT,
+        None,
+        "Auto",
+        "int4",
+        **FIXED,
+        api_name="/clone",
+    )
+    heard, _ = client.predict(
+        "Hello.", handle_file(reference), "", None, "Auto", "int4", **FIXED, api_name="/clone"
+    )
     np.testing.assert_array_equal(read(heard)[0], read(typed)[0])
     # The reference was encoded once: the same file and transcript again come from the prompt cache.
-    again, info = client.predict("Hello.", handle_file(reference), TRANSCRIPT, None, "Auto", "int4", **FIXED,
-                                 api_name="/clone")  # fmt: skip
+    again, info = client.predict(
+        "Hello.",
+        handle_file(reference),
+        TRANSCRIPT,
+        None,
+        "Auto",
+        "int4",
+        **FIXED,
+        api_name="/clone",
+    )
     assert "the reference's encoding was reused" in info
     np.testing.assert_array_equal(read(again)[0], read(typed)[0])
 
 
 def test_saved_voice_prompt_clones_the_same_voice(client, reference):
-    prompt = client.predict(handle_file(reference), "This is my voice.", "int4", api_name="/save_voice_prompt")
+    prompt = client.predict(
+        handle_file(reference), "This is my voice.", "int4", api_name="/save_voice_prompt"
+    )
     assert prompt.endswith(".npz")
-    from_prompt, _ = client.predict("Hello.", None, "", handle_file(prompt), "Auto", "int4", **FIXED, api_name="/clone")
+    from_prompt, _ = client.predict(
+        "Hello.", None, "", handle_file(prompt), "Auto", "int4", **FIXED, api_name="/clone"
+    )
     from_audio, _ = client.predict(
-        "Hello.", handle_file(reference), "This is my voice.", None, "Auto", "int4", **FIXED, api_name="/clone"
+        "Hello.",
+        handle_file(reference),
+        "This is my voice.",
+        None,
+        "Auto",
+        "int4",
+        **FIXED,
+        api_name="/clone",
     )
     np.testing.assert_array_equal(read(from_prompt)[0], read(from_audio)[0])
 
@@ -115,7 +177,16 @@ def test_errors_are_clear_and_the_server_keeps_serving(client, tmp_path):
     not_audio = tmp_path / "notes.wav"
     not_audio.write_text("a text file with a .wav name")
     with pytest.raises(Exception, match="could not read the reference audio"):
-        client.predict("Hi.", handle_file(str(not_audio)), "Hi.", None, "Auto", "int4", **FIXED, api_name="/clone")
+        client.predict(
+            "Hi.",
+            handle_file(str(not_audio)),
+            "Hi.",
+            None,
+            "Auto",
+            "int4",
+            **FIXED,
+            api_name="/clone",
+        )
     with pytest.raises(Exception, match="reference voice"):
         client.predict("Hi.", None, "", None, "Auto", "int4", **FIXED, api_name="/clone")
     path, _ = client.predict("Still here.", "Auto", "", "int4", **FIXED, api_name="/synthesize")

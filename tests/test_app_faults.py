@@ -21,19 +21,29 @@ REPO = "test-org/OmniVoice-Onnx"
 
 
 def hub_env(endpoint: str, hf_home) -> dict:
-    return {"HF_ENDPOINT": endpoint, "HF_HOME": str(hf_home), "OMNIVOICE_REPO": REPO, "HF_HUB_DISABLE_XET": "1",
-            "HF_HUB_ETAG_TIMEOUT": "5", "HF_HUB_DOWNLOAD_TIMEOUT": "10"}  # fmt: skip
+    return {
+        "HF_ENDPOINT": endpoint,
+        "HF_HOME": str(hf_home),
+        "OMNIVOICE_REPO": REPO,
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_ETAG_TIMEOUT": "5",
+        "HF_HUB_DOWNLOAD_TIMEOUT": "10",
+    }
 
 
 def test_hub_down_at_start_then_back(published, tmp_path):
     port = free_port()
-    with running_app([], tmp_path / "app.log", **hub_env(f"http://127.0.0.1:{port}", tmp_path / "hf")) as url:
+    with running_app(
+        [], tmp_path / "app.log", **hub_env(f"http://127.0.0.1:{port}", tmp_path / "hf")
+    ) as url:
         client = Client(url, verbose=False)
         with pytest.raises(Exception, match="cannot reach"):
             client.predict("Hello.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
         hub = HubServer(published, REPO, port=port).start()
         try:
-            path, info = client.predict("Hello.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
+            path, info = client.predict(
+                "Hello.", "Auto", "", "int4", **FIXED, api_name="/synthesize"
+            )
         finally:
             hub.stop()
         assert sf.read(path)[1] == 24000 and "int4" in info
@@ -46,7 +56,9 @@ def test_unwritable_cache_is_reported(published, tmp_path):
     try:
         with running_app([], tmp_path / "app.log", **hub_env(hub.endpoint, blocker / "hf")) as url:
             with pytest.raises(Exception, match="set HF_HOME to a writable folder"):
-                Client(url, verbose=False).predict("Hello.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
+                Client(url, verbose=False).predict(
+                    "Hello.", "Auto", "", "int4", **FIXED, api_name="/synthesize"
+                )
     finally:
         hub.stop()
 
@@ -75,22 +87,35 @@ def test_space_on_the_published_repo_starts_ready_and_offers_what_it_has(publish
             wait_for(lambda: "loaded int4" in log.read_text(), what="the int4 preload")
             assert "int4/llm_decoder.onnx.data" in hub.file_requests()
             client = Client(url, verbose=False)
-            info = client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/synthesize"]
+            info = client.view_api(print_info=False, return_format="dict")["named_endpoints"][
+                "/synthesize"
+            ]
             precision = next(p for p in info["parameters"] if p["parameter_name"] == "precision")
             assert precision["python_type"]["type"] == "Literal['int4', 'fp16']"
             assert precision["parameter_default"] == "int4"
 
             fetched = len(hub.file_requests())
-            path, line = client.predict("Hello.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
+            path, line = client.predict(
+                "Hello.", "Auto", "", "int4", **FIXED, api_name="/synthesize"
+            )
             assert sf.read(path)[1] == 24000 and "int4" in line
             assert len(hub.file_requests()) == fetched  # the request used the preloaded model
 
             slow = {}
-            fp16 = threading.Thread(target=lambda: slow.update(result=Client(url, verbose=False).predict(
-                "Hello.", "Auto", "", "fp16", **FIXED, api_name="/synthesize")))  # fmt: skip
+            fp16 = threading.Thread(
+                target=lambda: slow.update(
+                    result=Client(url, verbose=False).predict(
+                        "Hello.", "Auto", "", "fp16", **FIXED, api_name="/synthesize"
+                    )
+                )
+            )
             fp16.start()
-            wait_for(lambda: "llm_decoder.onnx.data" in hub.file_requests(), what="the fp16 download")
-            path, line = client.predict("Again.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
+            wait_for(
+                lambda: "llm_decoder.onnx.data" in hub.file_requests(), what="the fp16 download"
+            )
+            path, line = client.predict(
+                "Again.", "Auto", "", "int4", **FIXED, api_name="/synthesize"
+            )
             assert "int4" in line and fp16.is_alive()  # served while fp16 was still downloading
             fp16.join(timeout=120)
             assert "fp16" in slow["result"][1]
@@ -98,7 +123,9 @@ def test_space_on_the_published_repo_starts_ready_and_offers_what_it_has(publish
             with pytest.raises(Exception, match="fp32"):
                 client.predict("Hi.", "Auto", "", "fp32", **FIXED, api_name="/synthesize")
         # Stopped with SIGTERM, as a Space is: the server's temporary examples folder goes with it.
-        examples = re.search(r"Will cache examples in '(/[^']+?)/\w+' directory", log.read_text()).group(1)
+        examples = re.search(
+            r"Will cache examples in '(/[^']+?)/\w+' directory", log.read_text()
+        ).group(1)
         assert examples.startswith(tempfile.gettempdir()) and not Path(examples).exists()
     finally:
         hub.stop()

@@ -25,7 +25,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_published_layout(cpu_artifacts):
     root = cpu_artifacts
-    for name in ("audio_embeddings_encoder.onnx", "llm_decoder.onnx", "llm_decoder.onnx.data", "audio_heads_decoder.onnx"):
+    for name in (
+        "audio_embeddings_encoder.onnx",
+        "llm_decoder.onnx",
+        "llm_decoder.onnx.data",
+        "audio_heads_decoder.onnx",
+    ):
         assert (root / name).is_file(), name
         assert (root / "int4" / name).is_file(), f"int4/{name}"
     for name in ("genai_config.json", "tokenizer.json", "tokenizer_config.json", MANIFEST_NAME):
@@ -57,19 +62,33 @@ def test_manifest_describes_model_and_graphs(cpu_artifacts):
     assert set(manifest["profiles"]) == {"int4", "fp16", "int8"}
     assert manifest["profiles"]["int8"]["llm_block_size"] == 128
     model = manifest["model"]
-    assert (model["num_audio_codebook"], model["audio_vocab_size"], model["audio_mask_id"]) == (8, 1025, 1024)
+    assert (model["num_audio_codebook"], model["audio_vocab_size"], model["audio_mask_id"]) == (
+        8,
+        1025,
+        1024,
+    )
     assert (model["sample_rate"], model["hop_length"], model["frame_rate"]) == (24000, 960, 25)
     assert model["hidden_size"] == 128
     int4 = manifest["profiles"]["int4"]
-    assert (int4["encoder"], int4["heads"], int4["llm"], int4["llm_block_size"]) == ("int4", "fp32", "int4", 32)
+    assert (int4["encoder"], int4["heads"], int4["llm"], int4["llm_block_size"]) == (
+        "int4",
+        "fp32",
+        "int4",
+        32,
+    )
     llm = int4["graphs"]["llm_decoder"]
     assert llm["file"] == "int4/llm_decoder.onnx"
     assert [v["name"] for v in llm["outputs"]][0] == "hidden_states"
     assert {"inputs_embeds", "attention_mask"} <= {v["name"] for v in llm["inputs"]}
     encoder = manifest["profiles"]["fp16"]["graphs"]["audio_embeddings_encoder"]
-    assert [(v["name"], v["dtype"]) for v in encoder["inputs"]] == [("input_ids", "int64"), ("audio_mask", "bool")]
+    assert [(v["name"], v["dtype"]) for v in encoder["inputs"]] == [
+        ("input_ids", "int64"),
+        ("audio_mask", "bool"),
+    ]
     assert manifest["audio_tokenizer"]["precision"] == "fp16"
-    assert {"onnxruntime", "onnxruntime-genai", "olive-ai", "torch"} <= set(manifest["build"]["versions"])
+    assert {"onnxruntime", "onnxruntime-genai", "olive-ai", "torch"} <= set(
+        manifest["build"]["versions"]
+    )
 
 
 def test_moved_folder_loads_and_computes_the_same(fp32_artifacts, tmp_path):
@@ -80,7 +99,9 @@ def test_moved_folder_loads_and_computes_the_same(fp32_artifacts, tmp_path):
     outputs = []
     for root in (fp32_artifacts, moved):
         graphs, _ = load_graphs(root, "fp32", verify_hashes=True)
-        outputs.append(graphs["audio_embeddings_encoder"].run(None, {"input_ids": ids, "audio_mask": mask})[0])
+        outputs.append(
+            graphs["audio_embeddings_encoder"].run(None, {"input_ids": ids, "audio_mask": mask})[0]
+        )
     np.testing.assert_array_equal(outputs[0], outputs[1])
 
 
@@ -119,8 +140,11 @@ def test_missing_profile_says_how_to_build_it(fp32_artifacts):
 def run_build(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(ROOT / "build_artifacts.py"), *args],
-        capture_output=True, text=True, cwd=ROOT, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, *words: str) -> None:

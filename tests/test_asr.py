@@ -40,12 +40,18 @@ def test_the_recogniser_transcribes_a_file_or_an_array(tiny_whisper, reference, 
     import soundfile as sf
 
     recogniser = Transcriber.load(tiny_whisper, quantization=quantization)
-    assert len(recogniser.languages) == 99 and {"en", "zh", "haw", "jw"} <= recogniser.languages  # as whisper-base
+    assert (
+        len(recogniser.languages) == 99 and {"en", "zh", "haw", "jw"} <= recogniser.languages
+    )  # as whisper-base
     data, rate = sf.read(reference, dtype="float32")
     assert recogniser.transcribe(reference, language="en") == TRANSCRIPT
-    assert recogniser.transcribe((data, rate), language="English") == TRANSCRIPT  # names, as the page sends them
+    assert (
+        recogniser.transcribe((data, rate), language="English") == TRANSCRIPT
+    )  # names, as the page sends them
     assert recogniser.transcribe(reference) == TRANSCRIPT  # Whisper detects the language
-    assert recogniser.transcribe(reference, language="kbt") == TRANSCRIPT  # one Whisper lacks: detected
+    assert (
+        recogniser.transcribe(reference, language="kbt") == TRANSCRIPT
+    )  # one Whisper lacks: detected
 
 
 def test_cloning_without_a_transcript_equals_cloning_with_it(voice, reference, tmp_path):
@@ -59,8 +65,9 @@ def test_cloning_without_a_transcript_equals_cloning_with_it(voice, reference, t
     np.testing.assert_array_equal(again.codes[0], typed.codes[0])
 
 
-def test_a_recogniser_that_cannot_load_says_why_and_typed_transcripts_still_work(tiny_whisper, fp32_artifacts,
-                                                                                  reference, tmp_path):  # fmt: skip
+def test_a_recogniser_that_cannot_load_says_why_and_typed_transcripts_still_work(
+    tiny_whisper, fp32_artifacts, reference, tmp_path
+):
     broken = tmp_path / "broken"
     shutil.copytree(tiny_whisper, broken)
     (broken / "onnx" / "decoder_model_merged_int8.onnx").unlink()
@@ -80,7 +87,10 @@ def test_a_recogniser_that_cannot_load_says_why_and_typed_transcripts_still_work
     try:
         with pytest.raises(ArtifactError, match="could not be loaded"):
             voice.generate("Hello.", ref_audio=reference)
-        assert voice.generate("Hello.", ref_audio=reference, ref_text=TRANSCRIPT, num_step=2).seconds > 0
+        assert (
+            voice.generate("Hello.", ref_audio=reference, ref_text=TRANSCRIPT, num_step=2).seconds
+            > 0
+        )
         os.environ["OMNIVOICE_ASR_MODEL"] = "none"
         with pytest.raises(ValueError, match="transcription is off"):
             voice.generate("Hello.", ref_audio=reference)
@@ -95,21 +105,41 @@ print(Transcriber.load(progress=lambda f, m: None).transcribe(sys.argv[1], langu
 """
 
 
-def transcribe_in_a_fresh_process(reference: str, hf_home: Path, **env) -> subprocess.CompletedProcess:
-    environment = {**os.environ, "HF_HOME": str(hf_home), "HF_HUB_DISABLE_XET": "1", "HF_HUB_ETAG_TIMEOUT": "5",
-                   "HF_HUB_DOWNLOAD_TIMEOUT": "10", **env}  # fmt: skip
+def transcribe_in_a_fresh_process(
+    reference: str, hf_home: Path, **env
+) -> subprocess.CompletedProcess:
+    environment = {
+        **os.environ,
+        "HF_HOME": str(hf_home),
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_ETAG_TIMEOUT": "5",
+        "HF_HUB_DOWNLOAD_TIMEOUT": "10",
+        **env,
+    }
     environment.pop("OMNIVOICE_ASR_MODEL", None)
-    return subprocess.run([sys.executable, "-c", START, reference], capture_output=True, text=True, cwd=ROOT,
-                          env=environment, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", START, reference],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=environment,
+        timeout=300,
+    )
 
 
-def test_the_default_recogniser_downloads_once_then_works_offline(tiny_whisper, reference, tmp_path):
+def test_the_default_recogniser_downloads_once_then_works_offline(
+    tiny_whisper, reference, tmp_path
+):
     served = tmp_path / "repo"
     shutil.copytree(tiny_whisper, served)
-    (served / "onnx" / "unused_fp16.onnx").write_bytes(b"x" * 1000)  # a variant the int8 default never fetches
+    (served / "onnx" / "unused_fp16.onnx").write_bytes(
+        b"x" * 1000
+    )  # a variant the int8 default never fetches
     server = HubServer(served, DEFAULT_ASR_MODEL).start()
     try:
-        online = transcribe_in_a_fresh_process(reference, tmp_path / "hf", HF_ENDPOINT=server.endpoint)
+        online = transcribe_in_a_fresh_process(
+            reference, tmp_path / "hf", HF_ENDPOINT=server.endpoint
+        )
         assert online.returncode == 0, online.stderr
         assert online.stdout.strip().splitlines()[-1] == TRANSCRIPT
         cached = {p.name for p in (tmp_path / "hf").rglob("*.onnx")}
@@ -120,11 +150,16 @@ def test_the_default_recogniser_downloads_once_then_works_offline(tiny_whisper, 
     assert offline.returncode == 0, offline.stderr
     assert offline.stdout.strip().splitlines()[-1] == TRANSCRIPT
     empty = transcribe_in_a_fresh_process(reference, tmp_path / "empty", HF_HUB_OFFLINE="1")
-    assert empty.returncode != 0 and "offline (HF_HUB_OFFLINE=1)" in empty.stderr and "give the transcript" in empty.stderr, empty.stderr
+    assert (
+        empty.returncode != 0
+        and "offline (HF_HUB_OFFLINE=1)" in empty.stderr
+        and "give the transcript" in empty.stderr
+    ), empty.stderr
 
 
-def test_the_app_says_why_it_cannot_transcribe_and_clones_with_a_typed_transcript(cpu_artifacts, tiny_whisper,
-                                                                                  reference, tmp_path):  # fmt: skip
+def test_the_app_says_why_it_cannot_transcribe_and_clones_with_a_typed_transcript(
+    cpu_artifacts, tiny_whisper, reference, tmp_path
+):
     from gradio_client import Client, handle_file
 
     from tests.conftest import running_app
@@ -138,10 +173,35 @@ def test_the_app_says_why_it_cannot_transcribe_and_clones_with_a_typed_transcrip
         with pytest.raises(Exception, match="could not be loaded.*give the transcript") as caught:
             client.predict(handle_file(reference), "Auto", api_name="/transcribe")
         assert "Traceback" not in str(caught.value)
-        settings = dict(num_step=4, guidance=2.0, speed=1.0, duration=1.0, seed=0, randomize_seed=False, denoise=True,
-                        postprocess=False)  # fmt: skip
+        settings = dict(
+            num_step=4,
+            guidance=2.0,
+            speed=1.0,
+            duration=1.0,
+            seed=0,
+            randomize_seed=False,
+            denoise=True,
+            postprocess=False,
+        )
         with pytest.raises(Exception, match="could not be loaded"):
-            client.predict("Hi.", handle_file(reference), "", None, "Auto", "int4", **settings, api_name="/clone")
-        path, info = client.predict("Hi.", handle_file(reference), TRANSCRIPT, None, "Auto", "int4", **settings,
-                                    api_name="/clone")  # fmt: skip
+            client.predict(
+                "Hi.",
+                handle_file(reference),
+                "",
+                None,
+                "Auto",
+                "int4",
+                **settings,
+                api_name="/clone",
+            )
+        path, info = client.predict(
+            "Hi.",
+            handle_file(reference),
+            TRANSCRIPT,
+            None,
+            "Auto",
+            "int4",
+            **settings,
+            api_name="/clone",
+        )
         assert "s of audio" in info and Path(path).is_file()

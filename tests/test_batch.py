@@ -23,12 +23,33 @@ from tests.conftest import ROOT, free_port
 
 GOOD = [
     {"id": "plain", "text": "A plain sentence, made by the batch."},
-    {"id": "designed", "text": "A designed voice says this.", "instruct": "female, low pitch", "seed": 11},
-    {"id": "prompted", "text": "The saved voice says this.", "voice_prompt": "voice.npz", "preset": "fast"},
-    {"id": "cloned", "text": "The reference says this.", "ref_audio": "ref.wav", "ref_text": "This is the reference.",
-     "speed": 1.2},
-    {"id": "fixed.length", "text": "Two seconds exactly.", "duration": 2.0, "num_step": 8, "language": "en"},
-]  # fmt: skip
+    {
+        "id": "designed",
+        "text": "A designed voice says this.",
+        "instruct": "female, low pitch",
+        "seed": 11,
+    },
+    {
+        "id": "prompted",
+        "text": "The saved voice says this.",
+        "voice_prompt": "voice.npz",
+        "preset": "fast",
+    },
+    {
+        "id": "cloned",
+        "text": "The reference says this.",
+        "ref_audio": "ref.wav",
+        "ref_text": "This is the reference.",
+        "speed": 1.2,
+    },
+    {
+        "id": "fixed.length",
+        "text": "Two seconds exactly.",
+        "duration": 2.0,
+        "num_step": 8,
+        "language": "en",
+    },
+]
 BAD = [
     '{"id": "empty", "text": "  "}',
     '{"id": "missing", "text": "Hi.", "voice_prompt": "nowhere.npz"}',
@@ -47,7 +68,9 @@ def items(cpu_artifacts, tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("batch-input")
     write_reference(str(folder / "ref.wav"))
     voice = OmniVoiceONNX.load(cpu_artifacts, "int4")
-    voice.create_voice_prompt(str(folder / "ref.wav"), "This is the reference.").save(folder / "voice.npz")
+    voice.create_voice_prompt(str(folder / "ref.wav"), "This is the reference.").save(
+        folder / "voice.npz"
+    )
     good = [json.dumps(item) for item in GOOD]
     (folder / "items.jsonl").write_text("\n".join(good[:3] + BAD[:4] + good[3:] + BAD[4:]) + "\n")
     return folder / "items.jsonl"
@@ -69,8 +92,12 @@ def test_one_process_makes_each_item_as_generate_does(single, items, cpu_artifac
     made = samples(single)
     assert set(made) == {item["id"] for item in GOOD}
     voice = OmniVoiceONNX.load(cpu_artifacts, "int4")
-    expected = voice.generate("A designed voice says this.", instruct="female, low pitch", seed=11, num_step="balanced")
-    np.testing.assert_array_equal(made["designed"], np.round(np.clip(expected.waveform, -1, 1) * 32767).astype(np.int16))
+    expected = voice.generate(
+        "A designed voice says this.", instruct="female, low pitch", seed=11, num_step="balanced"
+    )
+    np.testing.assert_array_equal(
+        made["designed"], np.round(np.clip(expected.waveform, -1, 1) * 32767).astype(np.int16)
+    )
     assert len(made["fixed.length"]) == 2 * 24000 + 2 * 2400  # 2 s and its padding
 
     records = [json.loads(line) for line in (single / RESULTS).read_text().splitlines()]
@@ -82,9 +109,17 @@ def test_one_process_makes_each_item_as_generate_does(single, items, cpu_artifac
     failed = [r for r in records if r["status"] == "failed"]
     assert len(failed) == len(BAD)
     messages = " | ".join(r["error"] for r in failed)
-    for words in ("'text' is required", "nowhere.npz", "unknown option(s) instructs", "'id' must be",
-                  "Expecting value", "used by an earlier line", "Klingon", "speed must be a number",
-                  "'PLAIN' is used by an earlier line"):  # fmt: skip
+    for words in (
+        "'text' is required",
+        "nowhere.npz",
+        "unknown option(s) instructs",
+        "'id' must be",
+        "Expecting value",
+        "used by an earlier line",
+        "Klingon",
+        "speed must be a number",
+        "'PLAIN' is used by an earlier line",
+    ):
         assert words in messages, (words, messages)
 
 
@@ -101,14 +136,50 @@ def test_ray_on_a_local_cluster_gives_the_same_audio(single, items, cpu_artifact
     port = free_port()
     environment = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     ray = [sys.executable, "-m", "ray.scripts.scripts"]
-    subprocess.run([*ray, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port), "--num-cpus", "2",
-                    "--include-dashboard", "false", "--disable-usage-stats"], check=True, env=environment,
-                   capture_output=True, timeout=180)  # fmt: skip
+    subprocess.run(
+        [
+            *ray,
+            "start",
+            "--head",
+            "--node-ip-address",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--num-cpus",
+            "2",
+            "--include-dashboard",
+            "false",
+            "--disable-usage-stats",
+        ],
+        check=True,
+        env=environment,
+        capture_output=True,
+        timeout=180,
+    )
     try:
-        run = subprocess.run([sys.executable, "-m", "omnivoice_rt", "batch", "--model-dir", str(cpu_artifacts),
-                              "--input", str(items), "--output-dir", str(tmp_path), "--workers", "2",
-                              "--ray", f"127.0.0.1:{port}"], cwd=ROOT, env=environment, capture_output=True,
-                             text=True, timeout=600)  # fmt: skip
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "omnivoice_rt",
+                "batch",
+                "--model-dir",
+                str(cpu_artifacts),
+                "--input",
+                str(items),
+                "--output-dir",
+                str(tmp_path),
+                "--workers",
+                "2",
+                "--ray",
+                f"127.0.0.1:{port}",
+            ],
+            cwd=ROOT,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     finally:
         subprocess.run([*ray, "stop", "--force"], env=environment, capture_output=True, timeout=120)
     assert run.returncode == 1, run.stderr  # some lines failed
@@ -121,24 +192,45 @@ def test_ray_on_a_local_cluster_gives_the_same_audio(single, items, cpu_artifact
 
 
 def test_a_killed_run_resumes_and_makes_each_item_once(single, items, cpu_artifacts, tmp_path):
-    command = [sys.executable, "-m", "omnivoice_rt", "batch", "--model-dir", str(cpu_artifacts), "--input", str(items),
-               "--output-dir", str(tmp_path)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "omnivoice_rt",
+        "batch",
+        "--model-dir",
+        str(cpu_artifacts),
+        "--input",
+        str(items),
+        "--output-dir",
+        str(tmp_path),
+    ]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 120
-    while len(list(tmp_path.glob("*.wav"))) < 2 and process.poll() is None and time.time() < deadline:
+    while (
+        len(list(tmp_path.glob("*.wav"))) < 2 and process.poll() is None and time.time() < deadline
+    ):
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.wait()
     first = {path.stem for path in tmp_path.glob("*.wav")}
     assert 2 <= len(first) < len(GOOD), "the run was to be killed half-way"
-    for path in tmp_path.glob("*.wav"):  # what is there is whole: written under another name, then renamed
+    for path in tmp_path.glob(
+        "*.wav"
+    ):  # what is there is whole: written under another name, then renamed
         assert made_by(path) and sf.info(path).frames > 0
 
-    made_first = {r["id"]: r for r in map(json.loads, (tmp_path / RESULTS).read_text().splitlines())
-                  if r.get("status") == "made"}  # fmt: skip
-    (tmp_path / ".plain.wav.999999.tmp").write_bytes(b"RIFF half a file")  # as a run killed mid-write leaves
+    made_first = {
+        r["id"]: r
+        for r in map(json.loads, (tmp_path / RESULTS).read_text().splitlines())
+        if r.get("status") == "made"
+    }
+    (tmp_path / ".plain.wav.999999.tmp").write_bytes(
+        b"RIFF half a file"
+    )  # as a run killed mid-write leaves
     run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert f"made {len(GOOD) - len(first)}, skipped {len(first)}, failed {len(BAD)}" in run.stdout, run.stdout + run.stderr
+    assert (
+        f"made {len(GOOD) - len(first)}, skipped {len(first)}, failed {len(BAD)}" in run.stdout
+    ), run.stdout + run.stderr
     assert not list(tmp_path.glob(".*.tmp"))
     expected = samples(single)
     assert set(samples(tmp_path)) == set(expected)
@@ -150,7 +242,10 @@ def test_a_killed_run_resumes_and_makes_each_item_once(single, items, cpu_artifa
     assert set(skipped) == first
     for name, record in skipped.items():  # what made it, as the first run recorded it
         if name in made_first:
-            assert (record["seconds"], record["settings"]) == (made_first[name]["seconds"], made_first[name]["settings"])
+            assert (record["seconds"], record["settings"]) == (
+                made_first[name]["seconds"],
+                made_first[name]["settings"],
+            )
 
 
 def test_a_rerun_redoes_only_what_changed(single, items, cpu_artifacts, tmp_path):
@@ -163,7 +258,9 @@ def test_a_rerun_redoes_only_what_changed(single, items, cpu_artifacts, tmp_path
         shutil.copy(items.parent / name, tmp_path / name)
     lines = items.read_text().replace("A plain sentence", "A changed sentence")
     changed.write_text(lines)
-    write_reference(str(tmp_path / "ref.wav"), seconds=2.0)  # the cloned item's reference changed too
+    write_reference(
+        str(tmp_path / "ref.wav"), seconds=2.0
+    )  # the cloned item's reference changed too
     counts = run_batch(changed, out, cpu_artifacts, "int4", show_progress=False)
     assert counts == {"made": 2, "skipped": len(GOOD) - 2, "failed": len(BAD)}
     records = [json.loads(line) for line in (out / RESULTS).read_text().splitlines()]
@@ -179,9 +276,24 @@ def test_one_run_per_output_folder(items, cpu_artifacts, tmp_path):
 
 def test_ray_auto_without_a_cluster_says_how_to_start_one(items, cpu_artifacts, tmp_path):
     environment = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    command = [sys.executable, "-m", "omnivoice_rt", "batch", "--model-dir", str(cpu_artifacts), "--input", str(items),
-               "--output-dir", str(tmp_path / "out"), "--ray", "auto", "-q"]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=environment, timeout=300)
+    command = [
+        sys.executable,
+        "-m",
+        "omnivoice_rt",
+        "batch",
+        "--model-dir",
+        str(cpu_artifacts),
+        "--input",
+        str(items),
+        "--output-dir",
+        str(tmp_path / "out"),
+        "--ray",
+        "auto",
+        "-q",
+    ]
+    done = subprocess.run(
+        command, capture_output=True, text=True, cwd=ROOT, env=environment, timeout=300
+    )
     if "no Ray cluster" not in done.stderr and done.returncode == 0:
         pytest.skip("a Ray cluster is running on this machine")
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr

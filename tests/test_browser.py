@@ -16,8 +16,15 @@ from omnivoice_build.equivalence import write_reference
 ROOT = Path(__file__).resolve().parents[1]
 SHOTS = ROOT / "test-screenshots"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]  # fmt: skip
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture(scope="module")
@@ -27,12 +34,18 @@ def browser(tmp_path_factory):
     from playwright.sync_api import sync_playwright
 
     if not Path(CHROMIUM).exists():
-        pytest.fail("Chromium is missing: apt-get install chromium (the README's test command does)")
+        pytest.fail(
+            "Chromium is missing: apt-get install chromium (the README's test command does)"
+        )
     SHOTS.mkdir(exist_ok=True)
-    microphone = write_reference(str(tmp_path_factory.mktemp("mic") / "microphone.wav"), seconds=4.0, rate=48000,
-                                 channels=1)  # fmt: skip
-    fake_microphone = ["--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
-                       f"--use-file-for-fake-audio-capture={microphone}"]  # fmt: skip
+    microphone = write_reference(
+        str(tmp_path_factory.mktemp("mic") / "microphone.wav"), seconds=4.0, rate=48000, channels=1
+    )
+    fake_microphone = [
+        "--use-fake-ui-for-media-stream",
+        "--use-fake-device-for-media-stream",
+        f"--use-file-for-fake-audio-capture={microphone}",
+    ]
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS + fake_microphone)
         yield browser
@@ -54,27 +67,36 @@ def wait_for_result(page, previous: str, precision: str, timeout: float = 120_00
              if (!el) return false;
              const line = el.innerText.trim().split('\\n').pop();
              return /^[0-9.]+ s of audio/.test(line) && line.includes(precision) && line !== prev; }""",
-        arg=[previous, precision], timeout=timeout,
-    )  # fmt: skip
+        arg=[previous, precision],
+        timeout=timeout,
+    )
     page.wait_for_selector("#result-audio audio[src]", state="attached", timeout=timeout)
     return page.inner_text("#result-info").strip().split("\n")[-1]
 
 
 def test_the_page_says_when_the_default_precision_is_ready(page):
     """The server loads int4 as it starts; the precision line follows that load without a click."""
-    page.wait_for_function("() => document.querySelector('#precision-info').innerText.includes('Loaded from')",
-                           timeout=120_000)  # fmt: skip
+    page.wait_for_function(
+        "() => document.querySelector('#precision-info').innerText.includes('Loaded from')",
+        timeout=120_000,
+    )
     assert "ready" in page.inner_text("#precision-info")
     labels = page.locator("#precision label").all_inner_texts()
-    assert [label.strip() for label in labels] == ["int4", "int8", "fp16"]  # the folder's profiles, no cuda
+    assert [label.strip() for label in labels] == [
+        "int4",
+        "int8",
+        "fp16",
+    ]  # the folder's profiles, no cuda
     page.screenshot(path=str(SHOTS / "0-ready.png"), full_page=True)
 
 
 def test_generate_switch_precision_and_clone(page, tmp_path):
     page.fill("#tts-text textarea", "Hello from a real browser.")
     page.get_by_role("button", name="[laughter]").click()
-    page.wait_for_function("() => document.querySelector('#tts-text textarea').value.endsWith('[laughter]')",
-                           timeout=10_000)  # fmt: skip
+    page.wait_for_function(
+        "() => document.querySelector('#tts-text textarea').value.endsWith('[laughter]')",
+        timeout=10_000,
+    )
     assert page.input_value("#tts-text textarea") == "Hello from a real browser.[laughter]"
     page.click("#tts-generate")
     info = wait_for_result(page, "", "int4")
@@ -91,8 +113,10 @@ def test_generate_switch_precision_and_clone(page, tmp_path):
     page.locator("#ref-audio input[type=file]").set_input_files(reference)
     page.wait_for_selector("#ref-audio audio[src]", state="attached", timeout=30_000)
     # The upload is transcribed into the (editable) transcript box.
-    page.wait_for_function("() => document.querySelector('#ref-text textarea').value === 'This is my voice.'",
-                           timeout=60_000)  # fmt: skip
+    page.wait_for_function(
+        "() => document.querySelector('#ref-text textarea').value === 'This is my voice.'",
+        timeout=60_000,
+    )
     page.fill("#clone-text textarea", "And this is me, cloned.")
     page.click("#clone-generate")
     info = wait_for_result(page, info, "fp16")
@@ -107,7 +131,10 @@ def test_sentence_by_sentence_plays_the_first_piece_while_the_rest_is_made(page)
         pytest.fail("ffmpeg is missing: apt-get install ffmpeg (the README's test command does)")
     page.get_by_role("tab", name="Text to speech").click()
     page.get_by_label("int4").check()
-    page.fill("#tts-text textarea", "The first sentence is here. Then a second one follows it. And a third one ends it.")
+    page.fill(
+        "#tts-text textarea",
+        "The first sentence is here. Then a second one follows it. And a third one ends it.",
+    )
     page.locator("#sentences input").check()
     info = page.inner_text("#result-info").strip().split("\n")[-1]
     page.evaluate("""() => {
@@ -138,7 +165,9 @@ def test_a_first_visit_generates_the_default_text_then_clones_a_recorded_voice(b
     from the microphone (Chromium's fake device, fed from a wav), see its transcript appear, clone."""
     from tests.conftest import TRANSCRIPT
 
-    with browser.new_context(viewport={"width": 1280, "height": 1400}, permissions=["microphone"]) as context:
+    with browser.new_context(
+        viewport={"width": 1280, "height": 1400}, permissions=["microphone"]
+    ) as context:
         page = context.new_page()
         page.goto(app_server, wait_until="networkidle")
         assert page.input_value("#tts-text textarea").startswith("Hello! This is OmniVoice")
@@ -151,8 +180,10 @@ def test_a_first_visit_generates_the_default_text_then_clones_a_recorded_voice(b
         page.locator("#ref-audio").get_by_role("button", name="Record", exact=True).click()
         page.wait_for_timeout(3000)
         page.locator("#ref-audio").get_by_role("button", name="Stop", exact=True).click()
-        page.wait_for_function(f"() => document.querySelector('#ref-text textarea').value === {TRANSCRIPT!r}",
-                               timeout=60_000)  # fmt: skip
+        page.wait_for_function(
+            f"() => document.querySelector('#ref-text textarea').value === {TRANSCRIPT!r}",
+            timeout=60_000,
+        )
         page.fill("#clone-text textarea", "And this is me, recorded and cloned.")
         info = page.inner_text("#result-info").strip().split("\n")[-1]
         page.click("#clone-generate")
@@ -167,6 +198,8 @@ def test_an_example_fills_its_controls_and_plays(page):
     page.locator("#examples").get_by_text("The weather is lovely today", exact=False).click()
     wait_for_result(page, info, "int4")
     assert page.input_value("#tts-text textarea").startswith("The weather is lovely today")
-    page.wait_for_function("() => [...document.querySelectorAll('textarea')].some(t => t.value === 'female, young adult')",
-                           timeout=10_000)  # the voice design's free text, and the instruct sent to the model
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('textarea')].some(t => t.value === 'female, young adult')",
+        timeout=10_000,
+    )  # the voice design's free text, and the instruct sent to the model
     page.screenshot(path=str(SHOTS / "8-example.png"), full_page=True)

@@ -52,12 +52,16 @@ def prompt_ids(seed: int, batch: int = 2, seq: int = 40, text: int = 15):
 
 
 def run_encoder(sessions, ids, audio_mask):
-    return sessions["audio_embeddings_encoder"].run(None, {"input_ids": ids, "audio_mask": audio_mask})[0]
+    return sessions["audio_embeddings_encoder"].run(
+        None, {"input_ids": ids, "audio_mask": audio_mask}
+    )[0]
 
 
 def run_llm(sessions, embeds, mask):
     llm = sessions["llm_decoder"]
-    return llm.run(["hidden_states"], llm_feeds(llm.session, embeds.astype(np.float32), mask, HEAD_DIM))[0]
+    return llm.run(
+        ["hidden_states"], llm_feeds(llm.session, embeds.astype(np.float32), mask, HEAD_DIM)
+    )[0]
 
 
 def run_heads(sessions, hidden):
@@ -89,7 +93,9 @@ def cosine(a, b) -> float:
 def test_encoder_fp32_matches_upstream_embeddings(fp32, upstream):
     ids, audio_mask = prompt_ids(1)
     with torch.no_grad():
-        expected = upstream._prepare_embed_inputs(torch.from_numpy(ids), torch.from_numpy(audio_mask)).numpy()
+        expected = upstream._prepare_embed_inputs(
+            torch.from_numpy(ids), torch.from_numpy(audio_mask)
+        ).numpy()
     np.testing.assert_allclose(run_encoder(fp32, ids, audio_mask), expected, atol=1e-4, rtol=0)
 
 
@@ -154,11 +160,18 @@ def test_causal_graph_is_refused(fp32_artifacts, tmp_path):
             for attr in node.attribute:
                 if attr.name == "causal":
                     attr.i = 1
-    onnx.save_model(model, str(tmp_path / "causal.onnx"), save_as_external_data=True, location="causal.onnx.data")
+    onnx.save_model(
+        model,
+        str(tmp_path / "causal.onnx"),
+        save_as_external_data=True,
+        location="causal.onnx.data",
+    )
     causal = ort.InferenceSession(str(tmp_path / "causal.onnx"), providers=["CPUExecutionProvider"])
     with pytest.raises(ValueError, match="causally"):
         check_bidirectional(causal, HEAD_DIM)
-    repaired = ort.InferenceSession(str(fp32_artifacts / "fp32" / "llm_decoder.onnx"), providers=["CPUExecutionProvider"])
+    repaired = ort.InferenceSession(
+        str(fp32_artifacts / "fp32" / "llm_decoder.onnx"), providers=["CPUExecutionProvider"]
+    )
     assert check_bidirectional(repaired, HEAD_DIM) > 1e-2
 
 
@@ -178,7 +191,10 @@ def test_int4_encoder_within_half_a_quantization_step(int4, fp32, upstream):
 
 def test_fp16_encoder_and_heads_within_fp16_rounding(fp16, fp32):
     ids, audio_mask = prompt_ids(7)
-    assert relative_error(run_encoder(fp16, ids, audio_mask), run_encoder(fp32, ids, audio_mask)) < 2e-3
+    assert (
+        relative_error(run_encoder(fp16, ids, audio_mask), run_encoder(fp32, ids, audio_mask))
+        < 2e-3
+    )
     hidden = np.random.default_rng(8).standard_normal((1, 20, 128)).astype(np.float32)
     assert relative_error(run_heads(fp16, hidden), run_heads(fp32, hidden)) < 2e-3
 
@@ -192,8 +208,20 @@ def test_int4_profile_keeps_heads_in_float(cpu_artifacts, int4, fp32):
 
 def test_int4_llm_uses_block_32_and_stays_close(cpu_artifacts, int4, fp32):
     llm = onnx.load(str(cpu_artifacts / "int4" / "llm_decoder.onnx"), load_external_data=False)
-    blocks = {a.i for n in llm.graph.node if n.op_type == "MatMulNBits" for a in n.attribute if a.name == "block_size"}
-    levels = {a.i for n in llm.graph.node if n.op_type == "MatMulNBits" for a in n.attribute if a.name == "accuracy_level"}
+    blocks = {
+        a.i
+        for n in llm.graph.node
+        if n.op_type == "MatMulNBits"
+        for a in n.attribute
+        if a.name == "block_size"
+    }
+    levels = {
+        a.i
+        for n in llm.graph.node
+        if n.op_type == "MatMulNBits"
+        for a in n.attribute
+        if a.name == "accuracy_level"
+    }
     assert blocks == {32} and levels == {4}
     embeds = np.random.default_rng(10).standard_normal((1, 30, 128)).astype(np.float32)
     mask = np.ones((1, 30), dtype=np.int64)

@@ -39,9 +39,13 @@ def test_upstream_generates_from_the_fixture(upstream):
     codes = []
     for _ in range(2):
         audio = upstream.generate(
-            "Hello world.", num_step=4, position_temperature=0.0, class_temperature=0.0,
-            duration=1.0, postprocess_output=False,
-        )  # fmt: skip
+            "Hello world.",
+            num_step=4,
+            position_temperature=0.0,
+            class_temperature=0.0,
+            duration=1.0,
+            postprocess_output=False,
+        )
         codes.append(audio[0])
     assert codes[0].ndim == 1 and codes[0].size > 24000 * 0.9
     assert float(abs(codes[0]).max()) > 0
@@ -57,8 +61,16 @@ def test_weights_are_scaled_so_attention_is_not_uniform(upstream):
 
 def test_full_size_is_qwen3_0_6b_and_the_real_higgs():
     full = LLM_SIZES["full"]
-    assert (full["hidden_size"], full["num_hidden_layers"], full["num_attention_heads"]) == (1024, 28, 16)
-    assert (full["num_key_value_heads"], full["head_dim"], full["intermediate_size"]) == (8, 128, 3072)
+    assert (full["hidden_size"], full["num_hidden_layers"], full["num_attention_heads"]) == (
+        1024,
+        28,
+        16,
+    )
+    assert (full["num_key_value_heads"], full["head_dim"], full["intermediate_size"]) == (
+        8,
+        128,
+        3072,
+    )
     assert higgs_config_dict("full") == json.loads(HIGGS_REFERENCE_CONFIG.read_text())
     tiny = higgs_config_dict("tiny")
     real = json.loads(HIGGS_REFERENCE_CONFIG.read_text())

@@ -27,7 +27,9 @@ def full_checkpoint(tmp_path_factory):
 @pytest.fixture(scope="module")
 def full_voice(full_checkpoint, tmp_path_factory):
     out = tmp_path_factory.mktemp("full-fp32")
-    build(full_checkpoint, out, "--device", "cpu_fp32", "--include-higgs", "--higgs-precision", "fp32")
+    build(
+        full_checkpoint, out, "--device", "cpu_fp32", "--include-higgs", "--higgs-precision", "fp32"
+    )
     return OmniVoiceONNX.load(out, "fp32")
 
 
@@ -47,4 +49,8 @@ def test_full_size_codes_equal_upstream(name, kwargs, full_upstream, full_voice,
     assert result.max_abs_diff <= 5e-4, str(result)
     codes = np.concatenate(result.codes, axis=1)
     # Varied codes (measured at 4 steps: 3 to 18 values a codebook, 40+ in all), so equality means something.
-    assert codes.max() < 1024 and all(len(np.unique(row)) >= 3 for row in codes) and len(np.unique(codes)) >= 20, codes
+    assert (
+        codes.max() < 1024
+        and all(len(np.unique(row)) >= 3 for row in codes)
+        and len(np.unique(codes)) >= 20
+    ), codes

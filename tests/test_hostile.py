@@ -51,7 +51,13 @@ print(json.dumps({{"outcome": outcome, "peak_mb": peak / 1024}}))
 def measured(kind: str, path: Path) -> dict:
     """``kind(path)`` in a fresh interpreter: its outcome and the peak memory it added."""
     code = PEAK.format(kind=kind)
-    result = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -60,7 +66,9 @@ def measured(kind: str, path: Path) -> dict:
 def flac_bomb(tmp_path_factory) -> Path:
     """One hour of 8-channel silence: a small FLAC that decodes to gigabytes."""
     path = tmp_path_factory.mktemp("bombs") / "hour.flac"
-    with sf.SoundFile(path, "w", samplerate=16000, channels=8, format="FLAC", subtype="PCM_16") as f:
+    with sf.SoundFile(
+        path, "w", samplerate=16000, channels=8, format="FLAC", subtype="PCM_16"
+    ) as f:
         block = np.zeros((16000 * 60, 8), np.int16)
         for _ in range(60):
             f.write(block)
@@ -70,19 +78,26 @@ def flac_bomb(tmp_path_factory) -> Path:
 def test_flac_bomb_is_refused_from_its_header(flac_bomb):
     assert flac_bomb.stat().st_size < 2_000_000
     out = measured("load_audio", flac_bomb)
-    assert out["outcome"].startswith("error: the reference is 3600 s long") and "not read" in out["outcome"]
+    assert (
+        out["outcome"].startswith("error: the reference is 3600 s long")
+        and "not read" in out["outcome"]
+    )
     assert out["peak_mb"] < 50, out
 
 
 def test_wav_header_claiming_more_than_it_holds(tmp_path):
     path = tmp_path / "liar.wav"
-    sf.write(path, (0.1 * np.sin(np.arange(24000 * 5) / 7)).astype(np.float32), 24000, subtype="PCM_16")
+    sf.write(
+        path, (0.1 * np.sin(np.arange(24000 * 5) / 7)).astype(np.float32), 24000, subtype="PCM_16"
+    )
     data = bytearray(path.read_bytes())
     at = data.index(b"data")
     data[at + 4 : at + 8] = struct.pack("<I", 24000 * 2 * 3600)  # claims an hour
     path.write_bytes(bytes(data))
     out = measured("load_audio", path)
-    assert out["outcome"] == "ok (1, 120000)" and out["peak_mb"] < 50, out  # what it holds, 5 s, read in blocks
+    assert out["outcome"] == "ok (1, 120000)" and out["peak_mb"] < 50, (
+        out
+    )  # what it holds, 5 s, read in blocks
 
 
 def npz_bomb(path: Path, frames: int) -> Path:
@@ -94,30 +109,44 @@ def npz_bomb(path: Path, frames: int) -> Path:
             zeros = bytes(1 << 24)
             for _ in range(8 * frames * 8 // len(zeros)):
                 member.write(zeros)
-        for name, value in (("format_version", np.int64(1)), ("text", np.str_("Hi.")), ("rms", np.float64(0.1))):
+        for name, value in (
+            ("format_version", np.int64(1)),
+            ("text", np.str_("Hi.")),
+            ("rms", np.float64(0.1)),
+        ):
             with archive.open(f"{name}.npy", "w") as member:
                 np.lib.format.write_array(member, np.asarray(value))
     return path
 
 
 def test_npz_bomb_is_refused_without_expanding_it(tmp_path):
-    bomb = npz_bomb(tmp_path / "bomb.npz", 4_000_000)  # 256 MB of codes in a file of a few hundred kB
+    bomb = npz_bomb(
+        tmp_path / "bomb.npz", 4_000_000
+    )  # 256 MB of codes in a file of a few hundred kB
     assert bomb.stat().st_size < 1_000_000
     out = measured("VoicePrompt.load", bomb)
-    assert "codes is int64 of shape (8, 4000000)" in out["outcome"] and "at most 30 s" in out["outcome"]
+    assert (
+        "codes is int64 of shape (8, 4000000)" in out["outcome"]
+        and "at most 30 s" in out["outcome"]
+    )
     assert out["peak_mb"] < 20, out
 
 
 def test_over_long_voice_prompts_are_refused(tmp_path):
     rng = np.random.default_rng(0)
-    VoicePrompt(rng.integers(0, 1024, (8, 5000)), "Hello.", 0.1).save(tmp_path / "long.npz")  # 200 s
+    VoicePrompt(rng.integers(0, 1024, (8, 5000)), "Hello.", 0.1).save(
+        tmp_path / "long.npz"
+    )  # 200 s
     VoicePrompt(rng.integers(0, 1024, (8, 100)), "x" * 40_000, 0.1).save(tmp_path / "chatty.npz")
     with pytest.raises(ValueError, match=r"shape \(8, 5000\).*at most 30 s"):
         VoicePrompt.load(tmp_path / "long.npz")
     with pytest.raises(ValueError, match="transcript is 40000 characters; the limit is 2000"):
         VoicePrompt.load(tmp_path / "chatty.npz")
     VoicePrompt(rng.integers(0, 1024, (8, 750)), "Hello.", 0.1).save(tmp_path / "thirty.npz")
-    assert VoicePrompt.load(tmp_path / "thirty.npz").codes.shape == (8, 750)  # the bound itself is allowed
+    assert VoicePrompt.load(tmp_path / "thirty.npz").codes.shape == (
+        8,
+        750,
+    )  # the bound itself is allowed
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +162,10 @@ def test_a_row_over_the_position_table_is_refused_before_the_model_runs(fp32_voi
     original = session.run
     session.run = lambda *args: calls.append(1) or original(*args)
     try:
-        with pytest.raises(ValueError, match=r"row of \d+ positions .* at most 4096, set by the LLM's position table"):
+        with pytest.raises(
+            ValueError,
+            match=r"row of \d+ positions .* at most 4096, set by the LLM's position table",
+        ):
             fp32_voice.generate(text, num_step=2)
     finally:
         session.run = original
@@ -155,7 +187,11 @@ def server_rss(url: str) -> int:
     import psutil
 
     port = url.rsplit(":", 1)[1]
-    process = next(p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] and port in p.info["cmdline"])
+    process = next(
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if p.info["cmdline"] and port in p.info["cmdline"]
+    )
     return process.memory_info().rss
 
 
@@ -174,7 +210,9 @@ def test_random_bytes_as_audio_and_as_prompts(server, tmp_path_factory, blob, as
         client.predict("Hi.", audio, "Hi.", prompt, "Auto", "int4", **FIXED, api_name="/clone")
 
 
-def test_bombs_and_truncated_files_through_the_api_leave_the_server_well(server, flac_bomb, tmp_path):
+def test_bombs_and_truncated_files_through_the_api_leave_the_server_well(
+    server, flac_bomb, tmp_path
+):
     url, log = server
     client = Client(url, verbose=False)
     client.predict("Warm up.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
@@ -192,8 +230,16 @@ def test_bombs_and_truncated_files_through_the_api_leave_the_server_well(server,
     ]
     for audio, prompt, message in cases:
         with pytest.raises(Exception, match=message):
-            client.predict("Hi.", audio and handle_file(str(audio)), "Hi.", prompt and handle_file(str(prompt)),
-                           "Auto", "int4", **FIXED, api_name="/clone")  # fmt: skip
+            client.predict(
+                "Hi.",
+                audio and handle_file(str(audio)),
+                "Hi.",
+                prompt and handle_file(str(prompt)),
+                "Auto",
+                "int4",
+                **FIXED,
+                api_name="/clone",
+            )
     path, _ = client.predict("Still here.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
     assert sf.read(path)[1] == 24000
     growth = (server_rss(url) - before) / 2**20
@@ -206,8 +252,14 @@ def test_an_abandoned_request_stops_and_the_next_one_starts(server):
     which), and the request behind it runs at once instead of after all 64 steps."""
     url, log = server
     client = Client(url, verbose=False)
-    long = client.submit("A long one.", "Auto", "", "int4", **{**FIXED, "num_step": 64, "duration": 30.0},
-                         api_name="/synthesize")  # fmt: skip
+    long = client.submit(
+        "A long one.",
+        "Auto",
+        "",
+        "int4",
+        **{**FIXED, "num_step": 64, "duration": 30.0},
+        api_name="/synthesize",
+    )
     deadline = time.time() + 60
     started_at = 0
     while time.time() < deadline and started_at < 2:
@@ -216,12 +268,19 @@ def test_an_abandoned_request_stops_and_the_next_one_starts(server):
         time.sleep(0.05)
     assert started_at >= 2, "the long synthesis never reported progress"
     long.cancel()
-    path, _ = Client(url, verbose=False).predict("Next.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
+    path, _ = Client(url, verbose=False).predict(
+        "Next.", "Auto", "", "int4", **FIXED, api_name="/synthesize"
+    )
     assert sf.read(path)[1] == 24000
-    lines = [line for line in log.read_text().splitlines() if "stopped an abandoned synthesis" in line]
+    lines = [
+        line for line in log.read_text().splitlines() if "stopped an abandoned synthesis" in line
+    ]
     assert lines, log.read_text()[-2000:]
     stopped_after = int(lines[-1].split("after step ")[1].split(" ")[0])
-    assert started_at <= stopped_after < 64 and stopped_after <= started_at + 6, (started_at, stopped_after)
+    assert started_at <= stopped_after < 64 and stopped_after <= started_at + 6, (
+        started_at,
+        stopped_after,
+    )
 
 
 def test_onnx_runtime_failures_become_messages(fp32_artifacts, tmp_path):
@@ -238,25 +297,65 @@ def test_onnx_runtime_failures_become_messages(fp32_artifacts, tmp_path):
     path = folder / "fp32" / "audio_heads_decoder.onnx"
     model = onnx.load(str(path))
     output = model.graph.output[0]
-    model.graph.initializer.append(numpy_helper.from_array(np.array([0, 8, 50, 1025], np.int64), "only_50"))
-    model.graph.node.append(helper.make_node("Reshape", [output.name + "_free", "only_50"], [output.name]))
+    model.graph.initializer.append(
+        numpy_helper.from_array(np.array([0, 8, 50, 1025], np.int64), "only_50")
+    )
+    model.graph.node.append(
+        helper.make_node("Reshape", [output.name + "_free", "only_50"], [output.name])
+    )
     for node in model.graph.node[:-1]:
-        node.output[:] = [output.name + "_free" if name == output.name else name for name in node.output]
+        node.output[:] = [
+            output.name + "_free" if name == output.name else name for name in node.output
+        ]
     onnx.save(model, str(path))
-    command = [sys.executable, "-m", "omnivoice_rt", "synthesize", "--model-dir", str(folder), "--precision", "fp32",
-               "--text", "Hello there.", "--num-step", "2", "--output", str(tmp_path / "x.wav")]  # fmt: skip
-    result = subprocess.run([*command, "--duration", "3"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    command = [
+        sys.executable,
+        "-m",
+        "omnivoice_rt",
+        "synthesize",
+        "--model-dir",
+        str(folder),
+        "--precision",
+        "fp32",
+        "--text",
+        "Hello there.",
+        "--num-step",
+        "2",
+        "--output",
+        str(tmp_path / "x.wav"),
+    ]
+    result = subprocess.run(
+        [*command, "--duration", "3"], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     error = result.stderr.strip().splitlines()[-1]
-    assert error.startswith("error: the model's audio_heads_decoder graph failed on this request"), error
-    assert subprocess.run([*command, "--duration", "2"], capture_output=True, cwd=ROOT, timeout=300).returncode == 0
+    assert error.startswith(
+        "error: the model's audio_heads_decoder graph failed on this request"
+    ), error
+    assert (
+        subprocess.run(
+            [*command, "--duration", "2"], capture_output=True, cwd=ROOT, timeout=300
+        ).returncode
+        == 0
+    )
     with running_app(["--artifacts", str(folder)], tmp_path / "app.log", HF_HUB_OFFLINE="1") as url:
         client = Client(url, verbose=False)
         with pytest.raises(Exception, match="audio_heads_decoder graph failed on this request"):
-            client.predict("Hello there.", "Auto", "", "fp32", **{**FIXED, "duration": 3.0}, api_name="/synthesize")
-        path, _ = client.predict("Hello there.", "Auto", "", "fp32", **FIXED, api_name="/synthesize")
+            client.predict(
+                "Hello there.",
+                "Auto",
+                "",
+                "fp32",
+                **{**FIXED, "duration": 3.0},
+                api_name="/synthesize",
+            )
+        path, _ = client.predict(
+            "Hello there.", "Auto", "", "fp32", **FIXED, api_name="/synthesize"
+        )
         assert sf.read(path)[1] == 24000
-    assert "Reshape" in (tmp_path / "app.log").read_text()  # ONNX Runtime's own words, for the operator
+    assert (
+        "Reshape" in (tmp_path / "app.log").read_text()
+    )  # ONNX Runtime's own words, for the operator
 
 
 def test_a_tokenizer_that_does_not_match_the_model_is_refused(cpu_artifacts, tmp_path):
@@ -270,6 +369,8 @@ def test_a_tokenizer_that_does_not_match_the_model_is_refused(cpu_artifacts, tmp
     tokenizer["model"]["vocab"]["."] = 5000  # the tiny model's table has 2048 rows
     (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
     voice = OmniVoiceONNX.load(folder, "int4")
-    with pytest.raises(ValueError, match="token id 5000 .* 2048 rows: tokenizer.json does not belong"):
+    with pytest.raises(
+        ValueError, match="token id 5000 .* 2048 rows: tokenizer.json does not belong"
+    ):
         voice.generate("Hello there.", num_step=2)
     assert voice.generate("Hello there", num_step=2, seed=0).seconds > 0

@@ -58,14 +58,25 @@ def hub(published):
 def start(precision: str, hf_home: Path, endpoint: str, **env) -> subprocess.CompletedProcess:
     """One start of the runtime; the repo is the default one unless ``OMNIVOICE_REPO`` is passed."""
     environment = {
-        **os.environ, "HF_ENDPOINT": endpoint, "HF_HOME": str(hf_home), "HF_HUB_DISABLE_XET": "1",
-        "HF_HUB_ETAG_TIMEOUT": "5", "HF_HUB_DOWNLOAD_TIMEOUT": "10", **env,
-    }  # fmt: skip
+        **os.environ,
+        "HF_ENDPOINT": endpoint,
+        "HF_HOME": str(hf_home),
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_ETAG_TIMEOUT": "5",
+        "HF_HUB_DOWNLOAD_TIMEOUT": "10",
+        **env,
+    }
     for name in ("OMNIVOICE_ARTIFACTS", "OMNIVOICE_REPO"):
         if name not in env:
             environment.pop(name, None)
-    return subprocess.run([sys.executable, "-c", START, precision, TEXT], capture_output=True, text=True, cwd=ROOT,
-                          env=environment, timeout=600)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", START, precision, TEXT],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=environment,
+        timeout=600,
+    )
 
 
 def last_error(result) -> str:
@@ -79,13 +90,20 @@ def cache_files(hf_home: Path) -> list[str]:
     return sorted(p.relative_to(hf_home).as_posix() for p in hf_home.rglob("*") if p.is_file())
 
 
-def test_int4_fetches_only_its_files_repairs_and_equals_our_fp32_build(hub, fp32_artifacts, tmp_path):
+def test_int4_fetches_only_its_files_repairs_and_equals_our_fp32_build(
+    hub, fp32_artifacts, tmp_path
+):
     result = start("int4", tmp_path / "hf", hub.endpoint)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout.strip().splitlines()[-1])
     fetched = hub.file_requests()
-    assert fetched and all(f.startswith(("int4/", "audio_tokenizer/", "tokenizer", "omnivoice_manifest")) for f in fetched)
-    assert "int4/llm_decoder.onnx.data" in fetched and not [f for f in fetched if f.startswith("audio_tokenizer/fp16/")]
+    assert fetched and all(
+        f.startswith(("int4/", "audio_tokenizer/", "tokenizer", "omnivoice_manifest"))
+        for f in fetched
+    )
+    assert "int4/llm_decoder.onnx.data" in fetched and not [
+        f for f in fetched if f.startswith("audio_tokenizer/fp16/")
+    ]
     reference = OmniVoiceONNX.load(fp32_artifacts, "fp32").generate(TEXT, **GREEDY).codes[0]
     assert out["codes"] == reference.tolist()
     repaired = Path(out["repaired"])
@@ -106,21 +124,40 @@ def test_int4_fetches_only_its_files_repairs_and_equals_our_fp32_build(hub, fp32
     assert offline.returncode == 0, offline.stderr
 
 
-def test_fp16_fetches_the_root_profile_falls_back_to_the_fp32_codec_and_equals_the_local_files(hub, published, tmp_path,
-                                                                                                 monkeypatch):  # fmt: skip
+def test_fp16_fetches_the_root_profile_falls_back_to_the_fp32_codec_and_equals_the_local_files(
+    hub, published, tmp_path, monkeypatch
+):
     import huggingface_hub.constants
 
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HOME", str(tmp_path / "local-hf"))  # where the local repair goes
+    monkeypatch.setattr(
+        huggingface_hub.constants, "HF_HOME", str(tmp_path / "local-hf")
+    )  # where the local repair goes
     result = start("fp16", tmp_path / "hf", hub.endpoint)
     assert result.returncode == 0, result.stderr
-    expected = {"audio_embeddings_encoder.onnx", "audio_heads_decoder.onnx", "llm_decoder.onnx", "llm_decoder.onnx.data",
-                "genai_config.json", "omnivoice_manifest.json", "tokenizer.json", "tokenizer_config.json"}  # fmt: skip
-    expected |= {f"audio_tokenizer/{sub}{g}.onnx" for sub in ("", "fp16/") for g in
-                 ("acoustic_encoder", "semantic_encoder", "quantizer_encoder", "higgs_decoder")}  # fmt: skip
+    expected = {
+        "audio_embeddings_encoder.onnx",
+        "audio_heads_decoder.onnx",
+        "llm_decoder.onnx",
+        "llm_decoder.onnx.data",
+        "genai_config.json",
+        "omnivoice_manifest.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    }
+    expected |= {
+        f"audio_tokenizer/{sub}{g}.onnx"
+        for sub in ("", "fp16/")
+        for g in ("acoustic_encoder", "semantic_encoder", "quantizer_encoder", "higgs_decoder")
+    }
     snapshot = next((tmp_path / "hf" / "hub").glob("models--*/snapshots/*"))
-    assert {f.relative_to(snapshot).as_posix() for f in snapshot.rglob("*") if f.is_file()} == expected
+    assert {
+        f.relative_to(snapshot).as_posix() for f in snapshot.rglob("*") if f.is_file()
+    } == expected
     assert not [f for f in hub.file_requests() if f.startswith("int4/")]
-    assert "audio_tokenizer/fp16/ is unusable" in result.stderr and "LayerNormalization" in result.stderr
+    assert (
+        "audio_tokenizer/fp16/ is unusable" in result.stderr
+        and "LayerNormalization" in result.stderr
+    )
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out["repaired"] != "None" and out["hop"] == 960  # not the publisher manifest's 320
     assert out["codec"].endswith("audio_tokenizer/semantic_encoder.onnx")
@@ -144,7 +181,9 @@ def test_a_changed_original_gets_a_new_repaired_copy_and_the_old_one_goes(publis
         weight = next(t for t in model.graph.initializer if numpy_helper.to_array(t).ndim == 2)
         weight.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(weight) * 1.5, weight.name))
         (served / "int4" / "llm_decoder.onnx.data").unlink()
-        onnx.save_model(model, str(llm), save_as_external_data=True, location="llm_decoder.onnx.data")
+        onnx.save_model(
+            model, str(llm), save_as_external_data=True, location="llm_decoder.onnx.data"
+        )
         server._index = server._build_index()
         second = start("int4", tmp_path / "hf", server.endpoint)
     finally:
@@ -179,7 +218,9 @@ def test_unreachable_hub_and_offline_empty_cache(tmp_path):
 
 
 def test_build_locally_from_a_checkpoint(tiny_checkpoint, fp32_artifacts, tmp_path):
-    result = start("fp32", tmp_path / "hf", "http://127.0.0.1:9", OMNIVOICE_BUILD_FROM=str(tiny_checkpoint))
+    result = start(
+        "fp32", tmp_path / "hf", "http://127.0.0.1:9", OMNIVOICE_BUILD_FROM=str(tiny_checkpoint)
+    )
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert "omnivoice_builds" in out["root"]
@@ -199,11 +240,23 @@ def test_build_from_without_the_build_requirements_says_what_to_install(tmp_path
         "except ArtifactError as exc:\n"
         "    print(exc)\n"
     )
-    env = {**os.environ, "OMNIVOICE_BUILD_FROM": str(tmp_path / "checkpoint"), "HF_HOME": str(tmp_path / "hf")}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    env = {
+        **os.environ,
+        "OMNIVOICE_BUILD_FROM": str(tmp_path / "checkpoint"),
+        "HF_HOME": str(tmp_path / "hf"),
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120
+    )
     assert result.returncode == 0, result.stderr
-    assert "needs the build requirements (torch, omnivoice, olive, onnxruntime_genai missing)" in result.stdout
-    assert "pip install -r requirements-dev.txt" in result.stdout and "unset OMNIVOICE_BUILD_FROM" in result.stdout
+    assert (
+        "needs the build requirements (torch, omnivoice, olive, onnxruntime_genai missing)"
+        in result.stdout
+    )
+    assert (
+        "pip install -r requirements-dev.txt" in result.stdout
+        and "unset OMNIVOICE_BUILD_FROM" in result.stdout
+    )
 
 
 @pytest.fixture
@@ -228,7 +281,9 @@ def test_corrupted_cache_file_is_fetched_again_once(hub_with_manifest, tmp_path)
     assert result.returncode == 0, result.stderr
     assert hub.file_requests() == ["int4/audio_heads_decoder.onnx"]
     assert blob.read_bytes() == good
-    assert json.loads(result.stdout.strip().splitlines()[-1])["repaired"] == "None"  # our build needs no repair
+    assert (
+        json.loads(result.stdout.strip().splitlines()[-1])["repaired"] == "None"
+    )  # our build needs no repair
 
 
 def test_file_that_never_matches_the_manifest_is_reported(hub_with_manifest, tmp_path):

@@ -28,7 +28,9 @@ from tests.conftest import running_app
 
 KEY = "sk-test-omnivoice"
 SAYING = "Hello from the OpenAI door."
-LONG = " ".join(f"This is sentence number {n} of a longer text, said slowly and clearly." for n in range(8))
+LONG = " ".join(
+    f"This is sentence number {n} of a longer text, said slowly and clearly." for n in range(8)
+)
 BALANCED = dict(PRESETS["balanced"])  # the endpoint's preset for model "omnivoice"
 
 
@@ -38,7 +40,9 @@ def saved_voices(cpu_artifacts, tmp_path_factory):
     folder = tmp_path_factory.mktemp("voices")
     reference = write_reference(str(folder.parent / "narrator.wav"))
     voice = OmniVoiceONNX.load(cpu_artifacts, "int4")
-    voice.create_voice_prompt(reference, "This is the narrator speaking.").save(folder / "narrator.npz")
+    voice.create_voice_prompt(reference, "This is the narrator speaking.").save(
+        folder / "narrator.npz"
+    )
     (folder / "not a voice.npz").write_bytes(b"ignored: not a voice name")
     return folder
 
@@ -46,7 +50,15 @@ def saved_voices(cpu_artifacts, tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(cpu_artifacts, tiny_whisper, saved_voices, tmp_path_factory):
     log = tmp_path_factory.mktemp("openai") / "server.log"
-    args = ["--artifacts", str(cpu_artifacts), "--asr-model", str(tiny_whisper), "--voices", str(saved_voices), "--mcp"]
+    args = [
+        "--artifacts",
+        str(cpu_artifacts),
+        "--asr-model",
+        str(tiny_whisper),
+        "--voices",
+        str(saved_voices),
+        "--mcp",
+    ]
     with running_app(args, log, HF_HUB_OFFLINE="1", OMNIVOICE_API_KEY=KEY) as url:
         yield url
 
@@ -66,8 +78,12 @@ def decode(data: bytes, fmt: str) -> np.ndarray:
     if fmt == "pcm":
         return np.frombuffer(data, np.int16)
     if fmt == "mp3":
-        raw = subprocess.run(["ffmpeg", "-v", "error", "-i", "-", "-f", "s16le", "-ac", "1", "-ar", "24000", "-"],
-                             input=data, capture_output=True, check=True).stdout  # fmt: skip
+        raw = subprocess.run(
+            ["ffmpeg", "-v", "error", "-i", "-", "-f", "s16le", "-ac", "1", "-ar", "24000", "-"],
+            input=data,
+            capture_output=True,
+            check=True,
+        ).stdout
         return np.frombuffer(raw, np.int16)
     audio, rate = sf.read(io.BytesIO(data), dtype="int16")
     assert rate == 24000
@@ -81,8 +97,13 @@ def pcm(speech: Speech) -> np.ndarray:
 def test_every_format_is_playable_and_wav_is_the_runtime_result(client, runtime):
     expected = pcm(runtime.generate(SAYING, instruct=OPENAI_VOICES["alloy"], seed=1, **BALANCED))
     for fmt in ("wav", "pcm", "flac", "mp3", "opus"):
-        response = client.audio.speech.create(model="omnivoice", voice="alloy", input=SAYING, response_format=fmt,
-                                              extra_body={"seed": 1})  # fmt: skip
+        response = client.audio.speech.create(
+            model="omnivoice",
+            voice="alloy",
+            input=SAYING,
+            response_format=fmt,
+            extra_body={"seed": 1},
+        )
         audio = decode(response.content, fmt)
         if fmt in ("wav", "pcm", "flac"):  # lossless: the runtime's samples exactly
             np.testing.assert_array_equal(audio, expected)
@@ -94,10 +115,22 @@ def test_every_format_is_playable_and_wav_is_the_runtime_result(client, runtime)
 
 def test_the_same_request_through_gradio_client_gives_the_same_audio(client, server):
     """The voice names are voice-design instructs; the OpenAI door and the Gradio API share defaults."""
-    data = client.audio.speech.create(model="omnivoice", voice="onyx", input=SAYING, response_format="wav",
-                                      extra_body={"seed": 5, "language": "English"}).content  # fmt: skip
-    path, _ = Client(server, verbose=False).predict(SAYING, "English", OPENAI_VOICES["onyx"], "int4", seed=5,
-                                                    randomize_seed=False, api_name="/synthesize")  # fmt: skip
+    data = client.audio.speech.create(
+        model="omnivoice",
+        voice="onyx",
+        input=SAYING,
+        response_format="wav",
+        extra_body={"seed": 5, "language": "English"},
+    ).content
+    path, _ = Client(server, verbose=False).predict(
+        SAYING,
+        "English",
+        OPENAI_VOICES["onyx"],
+        "int4",
+        seed=5,
+        randomize_seed=False,
+        api_name="/synthesize",
+    )
     np.testing.assert_array_equal(decode(data, "wav"), sf.read(path, dtype="int16")[0])
 
 
@@ -105,20 +138,30 @@ def test_a_long_text_streams_piece_by_piece(client, runtime):
     expected = pcm(Speech.join(list(runtime.stream(LONG, seed=2, sentences=True, **BALANCED))))
     pieces = []
     with client.audio.speech.with_streaming_response.create(
-        model="omnivoice", voice="auto", input=LONG, response_format="wav", extra_body={"seed": 2, "sentences": True}
+        model="omnivoice",
+        voice="auto",
+        input=LONG,
+        response_format="wav",
+        extra_body={"seed": 2, "sentences": True},
     ) as response:
         for chunk in response.iter_bytes():
             pieces.append(chunk)
     data = b"".join(pieces)
-    assert data[4:8] == b"\xff\xff\xff\xff" and data[40:44] == b"\xff\xff\xff\xff"  # sizes left open: streamed
+    assert (
+        data[4:8] == b"\xff\xff\xff\xff" and data[40:44] == b"\xff\xff\xff\xff"
+    )  # sizes left open: streamed
     np.testing.assert_array_equal(np.frombuffer(data[44:], np.int16), expected)
 
     # Server-sent events: one delta per piece, then done.
     events = []
     with client.audio.speech.with_streaming_response.create(
-        model="omnivoice", voice="auto", input=LONG, response_format="pcm", stream_format="sse",
+        model="omnivoice",
+        voice="auto",
+        input=LONG,
+        response_format="pcm",
+        stream_format="sse",
         extra_body={"seed": 2, "sentences": True},
-    ) as response:  # fmt: skip
+    ) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         for line in response.iter_lines():
             if line.startswith("data: "):
@@ -131,10 +174,21 @@ def test_a_long_text_streams_piece_by_piece(client, runtime):
 
 def test_a_saved_voice_prompt_is_a_voice(client, runtime, saved_voices):
     listed = {v["id"]: v["kind"] for v in client.get("/audio/voices", cast_to=object)["data"]}
-    assert listed["narrator"] == "saved" and listed["alloy"] == "design" and "not a voice" not in listed
-    data = client.audio.speech.create(model="omnivoice-int4", voice="narrator", input=SAYING, response_format="wav",
-                                      extra_body={"seed": 4}).content  # fmt: skip
-    expected = runtime.generate(SAYING, voice_prompt=str(saved_voices / "narrator.npz"), seed=4, **BALANCED)
+    assert (
+        listed["narrator"] == "saved"
+        and listed["alloy"] == "design"
+        and "not a voice" not in listed
+    )
+    data = client.audio.speech.create(
+        model="omnivoice-int4",
+        voice="narrator",
+        input=SAYING,
+        response_format="wav",
+        extra_body={"seed": 4},
+    ).content
+    expected = runtime.generate(
+        SAYING, voice_prompt=str(saved_voices / "narrator.npz"), seed=4, **BALANCED
+    )
     np.testing.assert_array_equal(decode(data, "wav"), pcm(expected))
 
 
@@ -150,16 +204,37 @@ def test_models_list_precisions_and_openai_names(client):
         ({"input": ""}, openai.BadRequestError, "input", "required"),
         ({"input": "x" * 10_001}, openai.BadRequestError, "input", "limit is 10000"),
         ({"voice": "bob"}, openai.BadRequestError, "voice", "Unknown voice 'bob'"),
-        ({"response_format": "aac"}, openai.BadRequestError, "response_format", "this server writes wav"),
+        (
+            {"response_format": "aac"},
+            openai.BadRequestError,
+            "response_format",
+            "this server writes wav",
+        ),
         ({"model": "gpt-5"}, openai.NotFoundError, "model", "does not exist"),
-        ({"instructions": "Speak cheerfully"}, openai.BadRequestError, "instructions", "Valid English items"),
+        (
+            {"instructions": "Speak cheerfully"},
+            openai.BadRequestError,
+            "instructions",
+            "Valid English items",
+        ),
         ({"speed": 50}, openai.BadRequestError, "speed", "must be a number from 0.1 to 10"),
         ({"speed": 0}, openai.BadRequestError, "speed", "must be a number from 0.1 to 10"),
-        ({"extra_body": {"language": "Klingon"}}, openai.BadRequestError, "language", "Unknown language 'Klingon'"),
+        (
+            {"extra_body": {"language": "Klingon"}},
+            openai.BadRequestError,
+            "language",
+            "Unknown language 'Klingon'",
+        ),
     ],
 )
 def test_errors_in_openai_shape(client, fields, error, param, words):
-    request = {"model": "omnivoice", "voice": "alloy", "input": "Hi.", "response_format": "wav", **fields}
+    request = {
+        "model": "omnivoice",
+        "voice": "alloy",
+        "input": "Hi.",
+        "response_format": "wav",
+        **fields,
+    }
     with pytest.raises(error) as caught:
         client.audio.speech.create(**request)
     body = caught.value.body
@@ -174,7 +249,9 @@ def test_the_key_is_required_when_set_and_bad_bodies_are_refused(server):
     headers = {"Authorization": f"Bearer {KEY}"}
     response = httpx.post(f"{server}/v1/audio/speech", content=b"{not json", headers=headers)
     assert response.status_code == 400 and "not valid JSON" in response.json()["error"]["message"]
-    response = httpx.post(f"{server}/v1/audio/speech", content=b"[" + b"1," * 600_000 + b"1]", headers=headers)
+    response = httpx.post(
+        f"{server}/v1/audio/speech", content=b"[" + b"1," * 600_000 + b"1]", headers=headers
+    )
     assert response.status_code == 413
     assert urllib.request.urlopen(server).status == 200  # the page needs no key
 
@@ -188,8 +265,17 @@ def test_mcp_lists_the_tools_and_synthesizes(server):
             async with ClientSession(read, write) as mcp:
                 await mcp.initialize()
                 tools = {tool.name: tool for tool in (await mcp.list_tools()).tools}
-                result = await mcp.call_tool("synthesize", {"text": SAYING, "language": "English", "instruct": "female",
-                                                            "precision": "int4", "seed": 7, "randomize_seed": False})  # fmt: skip
+                result = await mcp.call_tool(
+                    "synthesize",
+                    {
+                        "text": SAYING,
+                        "language": "English",
+                        "instruct": "female",
+                        "precision": "int4",
+                        "seed": 7,
+                        "randomize_seed": False,
+                    },
+                )
                 return tools, result
 
     tools, result = asyncio.run(session())
@@ -201,8 +287,9 @@ def test_mcp_lists_the_tools_and_synthesizes(server):
     assert not result.isError and "seed 7" in text, text
     url = text[text.index("http") :].split("'")[0]
     via_mcp = sf.read(io.BytesIO(httpx.get(url).content), dtype="int16")[0]
-    path, _ = Client(server, verbose=False).predict(SAYING, "English", "female", "int4", seed=7, randomize_seed=False,
-                                                    api_name="/synthesize")  # fmt: skip
+    path, _ = Client(server, verbose=False).predict(
+        SAYING, "English", "female", "int4", seed=7, randomize_seed=False, api_name="/synthesize"
+    )
     np.testing.assert_array_equal(via_mcp, sf.read(path, dtype="int16")[0])
 
 
@@ -214,19 +301,34 @@ def test_two_doors_share_one_line_in_order(client, server):
     ahead = {}
 
     def through_openai(n):
-        raw = client.audio.speech.with_raw_response.create(model="tts-1-hd", voice="auto", input=LONG,
-                                                           response_format="wav",
-                                                           extra_body={"seed": n, "language": "English"})  # fmt: skip
+        raw = client.audio.speech.with_raw_response.create(
+            model="tts-1-hd",
+            voice="auto",
+            input=LONG,
+            response_format="wav",
+            extra_body={"seed": n, "language": "English"},
+        )
         ahead[n] = int(raw.headers["x-queue-ahead"])
         return decode(raw.http_response.content, "wav")
 
     def through_gradio(n):
-        path, _ = gradio.predict(LONG, "English", "", "int4", seed=n, randomize_seed=False, preset="best",
-                                 num_step=32, api_name="/synthesize")  # fmt: skip
+        path, _ = gradio.predict(
+            LONG,
+            "English",
+            "",
+            "int4",
+            seed=n,
+            randomize_seed=False,
+            preset="best",
+            num_step=32,
+            api_name="/synthesize",
+        )
         return sf.read(path, dtype="int16")[0]
 
     callers = [through_openai, through_gradio, through_openai, through_gradio]
-    alone = {n: callers[n](n) for n in range(len(callers))}  # each request's audio, made alone through its door
+    alone = {
+        n: callers[n](n) for n in range(len(callers))
+    }  # each request's audio, made alone through its door
     finished, results = [], {}
 
     def call(n):
@@ -240,37 +342,57 @@ def test_two_doors_share_one_line_in_order(client, server):
     for thread in threads:
         thread.join(timeout=300)
     assert finished == [0, 1, 2, 3]
-    assert ahead[2] == 2  # caller 2 found caller 0 served and caller 1 (gradio_client) waiting: one line
+    assert (
+        ahead[2] == 2
+    )  # caller 2 found caller 0 served and caller 1 (gradio_client) waiting: one line
     for n, audio in results.items():
         np.testing.assert_array_equal(audio, alone[n])
 
 
 def test_a_full_line_answers_busy(cpu_artifacts, tmp_path):
     """With no room to wait (--max-waiting 0), a second request while one is served gets 429."""
-    with running_app(["--artifacts", str(cpu_artifacts), "--max-waiting", "0", "--asr-model", "none"],
-                     tmp_path / "busy.log", HF_HUB_OFFLINE="1") as url:  # fmt: skip
+    with running_app(
+        ["--artifacts", str(cpu_artifacts), "--max-waiting", "0", "--asr-model", "none"],
+        tmp_path / "busy.log",
+        HF_HUB_OFFLINE="1",
+    ) as url:
         busy = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
         with busy.audio.speech.with_streaming_response.create(
-            model="tts-1-hd", voice="auto", input=LONG, response_format="pcm", extra_body={"sentences": True}
+            model="tts-1-hd",
+            voice="auto",
+            input=LONG,
+            response_format="pcm",
+            extra_body={"sentences": True},
         ) as first:
             chunks = first.iter_bytes()
             next(chunks)  # the first piece is out: it holds the line until its last piece
             with pytest.raises(openai.RateLimitError) as caught:
                 busy.audio.speech.create(model="omnivoice", voice="alloy", input="Me too.")
-            assert "busy" in caught.value.body["message"] and caught.value.response.headers["retry-after"]
+            assert (
+                "busy" in caught.value.body["message"]
+                and caught.value.response.headers["retry-after"]
+            )
             rest = b"".join(chunks)
         assert len(rest) > 0
-        assert busy.audio.speech.create(model="omnivoice", voice="alloy", input="Now me.").content  # served again
+        assert busy.audio.speech.create(
+            model="omnivoice", voice="alloy", input="Now me."
+        ).content  # served again
 
         # A client that leaves half-way gives its turn back at once (its synthesis stops).
         with busy.audio.speech.with_streaming_response.create(
-            model="tts-1-hd", voice="auto", input=LONG, response_format="pcm", extra_body={"sentences": True}
+            model="tts-1-hd",
+            voice="auto",
+            input=LONG,
+            response_format="pcm",
+            extra_body={"sentences": True},
         ) as leaving:
             next(leaving.iter_bytes())
         deadline = time.time() + 15
         while True:
             try:
-                assert busy.audio.speech.create(model="omnivoice", voice="alloy", input="After you.").content
+                assert busy.audio.speech.create(
+                    model="omnivoice", voice="alloy", input="After you."
+                ).content
                 break
             except openai.RateLimitError:
                 assert time.time() < deadline, "the turn of a client that left was never given back"

@@ -26,7 +26,11 @@ from omnivoice_rt.model import OmniVoiceONNX
 from tests.conftest import is_causal
 
 ROOT = Path(__file__).resolve().parents[1]
-TEXTS = ["Hello world, this is a test.", "The quick brown fox jumps over the lazy dog.", "你好，世界。今天天气很好。"]
+TEXTS = [
+    "Hello world, this is a test.",
+    "The quick brown fox jumps over the lazy dog.",
+    "你好，世界。今天天气很好。",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -48,7 +52,11 @@ def codes_of(voice, text=TEXTS[0]) -> np.ndarray:
 
 
 def files_of(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_the_replica_is_what_public_code_describes(published):
@@ -60,16 +68,23 @@ def test_the_replica_is_what_public_code_describes(published):
     import onnxruntime as ort
 
     with pytest.raises(Exception, match="LayerNormalization"):
-        ort.InferenceSession(str(published / "audio_tokenizer/fp16/semantic_encoder.onnx"), providers=["CPUExecutionProvider"])
+        ort.InferenceSession(
+            str(published / "audio_tokenizer/fp16/semantic_encoder.onnx"),
+            providers=["CPUExecutionProvider"],
+        )
 
 
-def test_local_published_folder_is_repaired_into_the_cache_and_equals_our_fp32_build(published, fp32_voice, hf_home):
+def test_local_published_folder_is_repaired_into_the_cache_and_equals_our_fp32_build(
+    published, fp32_voice, hf_home
+):
     before = files_of(published)
     voice = OmniVoiceONNX.load(published, "int4")
     assert str(hf_home / "omnivoice_repaired") in str(voice.repaired_llm)
     assert {g.signature.contract for g in voice.graphs.values()} == {"published"}
     assert {g.signature.contract for g in voice.codec.graphs.values()} == {"published"}
-    assert voice.codec.hop_length == 960 and voice.frame_rate == 25  # the graphs', not the manifest's 320
+    assert (
+        voice.codec.hop_length == 960 and voice.frame_rate == 25
+    )  # the graphs', not the manifest's 320
     for text in TEXTS:
         np.testing.assert_array_equal(codes_of(voice, text), codes_of(fp32_voice, text))
     speech = voice.generate(TEXTS[0], duration=2.0, postprocess_output=False, seed=0)
@@ -88,7 +103,12 @@ def test_llm_with_position_ids_is_fed_them(published, tiny_checkpoint, fp32_voic
     folder = tmp_path / "repo"
     shutil.copytree(published, folder)
     build_llm(tiny_checkpoint, folder / "int4", "fp32", position_ids=True)
-    assert "position_ids" in {i.name for i in onnx.load(str(folder / "int4/llm_decoder.onnx"), load_external_data=False).graph.input}
+    assert "position_ids" in {
+        i.name
+        for i in onnx.load(
+            str(folder / "int4/llm_decoder.onnx"), load_external_data=False
+        ).graph.input
+    }
     voice = OmniVoiceONNX.load(folder, "int4")
     assert voice.graphs["llm_decoder"].input("position_ids") is not None
     np.testing.assert_array_equal(codes_of(voice), codes_of(fp32_voice))
@@ -98,16 +118,26 @@ def test_llm_with_position_ids_is_fed_them(published, tiny_checkpoint, fp32_voic
     embeds = np.random.default_rng(0).standard_normal((1, 12, 128)).astype(np.float32)
     feeds = llm_feeds(session, embeds, np.ones((1, 12), np.int64), 32)
     right = session.run(["hidden_states"], feeds)[0]
-    wrong = session.run(["hidden_states"], {**feeds, "position_ids": np.zeros((1, 12), np.int64)})[0]
+    wrong = session.run(["hidden_states"], {**feeds, "position_ids": np.zeros((1, 12), np.int64)})[
+        0
+    ]
     assert np.abs(right - wrong).max() > 0.1
 
 
 def test_int4_as_published_loads_and_speaks(published_int4):
     voice = OmniVoiceONNX.load(published_int4, "int4")
-    for role in ("audio_embeddings_encoder", "audio_heads_decoder"):  # int4, block 128, as published
+    for role in (
+        "audio_embeddings_encoder",
+        "audio_heads_decoder",
+    ):  # int4, block 128, as published
         graph = onnx.load(str(published_int4 / f"int4/{role}.onnx"))
-        blocks = {a.i for n in graph.graph.node if n.op_type in ("MatMulNBits", "GatherBlockQuantized")
-                  for a in n.attribute if a.name == "block_size"}  # fmt: skip
+        blocks = {
+            a.i
+            for n in graph.graph.node
+            if n.op_type in ("MatMulNBits", "GatherBlockQuantized")
+            for a in n.attribute
+            if a.name == "block_size"
+        }
         assert blocks == {128}, role
     for text in TEXTS:
         codes = codes_of(voice, text)
@@ -120,10 +150,18 @@ def test_a_decoder_that_gives_nan_falls_back_to_the_main_codec(published, tmp_pa
     folder = tmp_path / "repo"
     shutil.copytree(published, folder)
     fp16 = folder / "audio_tokenizer" / "fp16"
-    shutil.copy(folder / "audio_tokenizer/semantic_encoder.onnx", fp16 / "semantic_encoder.onnx")  # now it loads
+    shutil.copy(
+        folder / "audio_tokenizer/semantic_encoder.onnx", fp16 / "semantic_encoder.onnx"
+    )  # now it loads
     decoder = onnx.load(str(fp16 / "higgs_decoder.onnx"))
-    bias = next(t for t in decoder.graph.initializer if numpy_helper.to_array(t).ndim == 1 and t.data_type == 10)
-    bias.CopyFrom(numpy_helper.from_array(np.full_like(numpy_helper.to_array(bias), np.nan), bias.name))
+    bias = next(
+        t
+        for t in decoder.graph.initializer
+        if numpy_helper.to_array(t).ndim == 1 and t.data_type == 10
+    )
+    bias.CopyFrom(
+        numpy_helper.from_array(np.full_like(numpy_helper.to_array(bias), np.nan), bias.name)
+    )
     onnx.save(decoder, str(fp16 / "higgs_decoder.onnx"))
     with caplog.at_level(logging.WARNING):
         voice = OmniVoiceONNX.load(folder, "fp16")
@@ -145,8 +183,14 @@ def test_unknown_signature_names_both_sides(published, tmp_path):
     with pytest.raises(ArtifactError) as error:
         OmniVoiceONNX.load(folder, "int4")
     message = str(error.value)
-    assert "semantic_encoder.onnx matches no graph signature" in message and "audio_16k float (batch_size, samples)" in message
-    assert "published: (waveform_16k) -> (semantic_features)" in message and "omnivoice-onnx 1: (waveform)" in message
+    assert (
+        "semantic_encoder.onnx matches no graph signature" in message
+        and "audio_16k float (batch_size, samples)" in message
+    )
+    assert (
+        "published: (waveform_16k) -> (semantic_features)" in message
+        and "omnivoice-onnx 1: (waveform)" in message
+    )
     assert "omnivoice_rt inspect" in message
 
 
@@ -156,25 +200,40 @@ def test_missing_codec_and_malformed_manifest(published, tmp_path, caplog):
     (folder / "omnivoice_manifest.json").write_text("{ not json")
     with caplog.at_level(logging.WARNING):
         voice = OmniVoiceONNX.load(folder, "int4")
-    assert "omnivoice_manifest.json is not valid JSON" in caplog.text and voice.codec.hop_length == 960
+    assert (
+        "omnivoice_manifest.json is not valid JSON" in caplog.text and voice.codec.hop_length == 960
+    )
     shutil.rmtree(folder / "audio_tokenizer")
     with pytest.raises(ArtifactError, match="has no codec .* audio_tokenizer/ folder"):
         OmniVoiceONNX.load(folder, "int4")
     for name in ("genai_config.json", "int4/genai_config.json"):
         (folder / name).write_text("[1, 2")
-    with pytest.raises(ArtifactError, match="genai_config.json is not a readable onnxruntime-genai config"):
+    with pytest.raises(
+        ArtifactError, match="genai_config.json is not a readable onnxruntime-genai config"
+    ):
         OmniVoiceONNX.load(folder, "int4")
 
 
 def test_inspect_tells_what_a_folder_holds(published, tmp_path):
     env = {"HF_HOME": str(tmp_path / "hf"), "PATH": "/usr/bin:/bin"}
-    result = subprocess.run([sys.executable, "-m", "omnivoice_rt", "inspect", str(published)], capture_output=True,
-                            text=True, cwd=ROOT, timeout=300, env={**__import__("os").environ, **env})  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "omnivoice_rt", "inspect", str(published)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env={**__import__("os").environ, **env},
+    )
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "manifest: the publisher's" in out and "profiles: fp16, int4" in out
-    assert out.count("attention: CAUSAL") == 2 and str(tmp_path / "hf" / "omnivoice_repaired") in out
-    assert "waveform_16k float (batch_size, samples)" in out and "binds as: published: (waveform_16k)" in out
+    assert (
+        out.count("attention: CAUSAL") == 2 and str(tmp_path / "hf" / "omnivoice_repaired") in out
+    )
+    assert (
+        "waveform_16k float (batch_size, samples)" in out
+        and "binds as: published: (waveform_16k)" in out
+    )
     assert "codec audio_tokenizer/fp16/: tried first by fp16, cuda" in out
     assert out.count("loads: NO") == 1 and "LayerNormalization" in out
     assert "binds as: NOTHING" not in out
@@ -182,8 +241,20 @@ def test_inspect_tells_what_a_folder_holds(published, tmp_path):
 
 def test_fix_published_makes_a_folder_that_needs_no_repair(published, fp32_voice, tmp_path):
     output = tmp_path / "fixed"
-    result = subprocess.run([sys.executable, str(ROOT / "build_artifacts.py"), "--fix-published", str(published),
-                             "--output", str(output)], capture_output=True, text=True, cwd=ROOT, timeout=600)  # fmt: skip
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "build_artifacts.py"),
+            "--fix-published",
+            str(published),
+            "--output",
+            str(output),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr
     assert "leaving out the codec in audio_tokenizer/fp16/" in result.stderr
     manifest = json.loads((output / "omnivoice_manifest.json").read_text())

@@ -42,7 +42,13 @@ def settings(**changes) -> dict:
         ("Hi.", "xx-nope", "", {}, "Unknown language"),
         ("Hi.", "Auto", "male, female", {}, "Conflicting"),
         ("Hi.", "Auto", "robot", {}, "Unsupported instruct"),
-        ("Hi.", "Auto", "", {"guidance": -5.0}, "less than minimum"),  # Gradio checks the slider's range
+        (
+            "Hi.",
+            "Auto",
+            "",
+            {"guidance": -5.0},
+            "less than minimum",
+        ),  # Gradio checks the slider's range
         ("Hi.", "Auto", "", {"num_step": 10_000}, "greater than maximum"),
         ("Hi.", "Auto", "", {"num_step": 0}, "less than minimum"),
         ("Hi.", "Auto", "", {"speed": 0.0}, "less than minimum"),
@@ -51,7 +57,9 @@ def settings(**changes) -> dict:
 )
 def test_bad_input_through_the_api(client, text, language, instruct, overrides, message):
     with pytest.raises(Exception, match=message):
-        client.predict(text, language, instruct, "int4", **settings(**overrides), api_name="/synthesize")
+        client.predict(
+            text, language, instruct, "int4", **settings(**overrides), api_name="/synthesize"
+        )
 
 
 def test_odd_but_valid_text_is_spoken(client):
@@ -65,11 +73,29 @@ def test_bad_references_through_the_api(client, tmp_path):
     cases = {
         "silent.wav": (np.zeros(rate * 2, np.float32), rate, "silent"),
         "tiny.wav": (0.3 * np.sin(np.arange(2400) / 5).astype(np.float32), rate, "at least 0.5 s"),
-        "clipped-8k.wav": (np.clip(3 * np.sin(np.arange(8000 * 3) / 3), -1, 1).astype(np.float32), 8000, None),
-        "stereo-48k.wav": (0.2 * np.stack([np.sin(np.arange(48000 * 3) / 7)] * 2, 1).astype(np.float32), 48000, None),
+        "clipped-8k.wav": (
+            np.clip(3 * np.sin(np.arange(8000 * 3) / 3), -1, 1).astype(np.float32),
+            8000,
+            None,
+        ),
+        "stereo-48k.wav": (
+            0.2 * np.stack([np.sin(np.arange(48000 * 3) / 7)] * 2, 1).astype(np.float32),
+            48000,
+            None,
+        ),
     }
+
     def clone(name: str):
-        return client.predict("Hi.", handle_file(str(tmp_path / name)), "Hi.", None, "Auto", "int4", **FIXED, api_name="/clone")
+        return client.predict(
+            "Hi.",
+            handle_file(str(tmp_path / name)),
+            "Hi.",
+            None,
+            "Auto",
+            "int4",
+            **FIXED,
+            api_name="/clone",
+        )
 
     for name, (samples, sample_rate, message) in cases.items():
         sf.write(tmp_path / name, samples, sample_rate)
@@ -81,7 +107,16 @@ def test_bad_references_through_the_api(client, tmp_path):
     good = tmp_path / "stereo-48k.wav"
     (tmp_path / "truncated.wav").write_bytes(good.read_bytes()[:2000])
     with pytest.raises(Exception, match="reference"):
-        client.predict("Hi.", handle_file(str(tmp_path / "truncated.wav")), "Hi.", None, "Auto", "int4", **FIXED, api_name="/clone")
+        client.predict(
+            "Hi.",
+            handle_file(str(tmp_path / "truncated.wav")),
+            "Hi.",
+            None,
+            "Auto",
+            "int4",
+            **FIXED,
+            api_name="/clone",
+        )
 
 
 def test_concurrent_callers_each_get_their_own_audio(cpu_artifacts, tmp_path):
@@ -89,21 +124,35 @@ def test_concurrent_callers_each_get_their_own_audio(cpu_artifacts, tmp_path):
     flight at once. Every request must be served, with exactly what a lone request gives."""
     import psutil
 
-    with running_app(["--artifacts", str(cpu_artifacts), "--concurrency", "2"], tmp_path / "app.log",
-                     HF_HUB_OFFLINE="1") as url:  # fmt: skip
+    with running_app(
+        ["--artifacts", str(cpu_artifacts), "--concurrency", "2"],
+        tmp_path / "app.log",
+        HF_HUB_OFFLINE="1",
+    ) as url:
         port = url.rsplit(":", 1)[1]
-        server = next(p for p in psutil.process_iter(["cmdline"])
-                      if p.info["cmdline"] and "app.py" in " ".join(p.info["cmdline"]) and port in p.info["cmdline"])  # fmt: skip
+        server = next(
+            p
+            for p in psutil.process_iter(["cmdline"])
+            if p.info["cmdline"]
+            and "app.py" in " ".join(p.info["cmdline"])
+            and port in p.info["cmdline"]
+        )
 
         def request(client: Client, caller: int) -> np.ndarray:
             path, info = client.predict(
-                f"Caller {caller}.", "Auto", "", PRECISION_OF[caller % 2], **settings(duration=1.0 + 0.4 * caller, seed=caller),
+                f"Caller {caller}.",
+                "Auto",
+                "",
+                PRECISION_OF[caller % 2],
+                **settings(duration=1.0 + 0.4 * caller, seed=caller),
                 api_name="/synthesize",
-            )  # fmt: skip
+            )
             assert PRECISION_OF[caller % 2] in info
             return sf.read(path)[0]
 
-        expected = {caller: request(Client(url, verbose=False), caller) for caller in range(CALLERS)}  # each alone
+        expected = {
+            caller: request(Client(url, verbose=False), caller) for caller in range(CALLERS)
+        }  # each alone
         memory_before = server.memory_info().rss
         results, failures = {}, []
 
@@ -125,8 +174,10 @@ def test_concurrent_callers_each_get_their_own_audio(cpu_artifacts, tmp_path):
     for (caller, _), audio in results.items():
         np.testing.assert_array_equal(audio, expected[caller])
     growth_mb = (memory_after - memory_before) / 2**20
-    print(f"\nload: {CALLERS} callers x {REQUESTS} requests over int4 and fp16, two at a time, "
-          f"server memory {memory_before / 2**20:.0f} -> {memory_after / 2**20:.0f} MB")  # fmt: skip
+    print(
+        f"\nload: {CALLERS} callers x {REQUESTS} requests over int4 and fp16, two at a time, "
+        f"server memory {memory_before / 2**20:.0f} -> {memory_after / 2**20:.0f} MB"
+    )
     assert growth_mb < 100
 
 
@@ -134,10 +185,17 @@ def test_pickled_voice_prompt_is_refused(client, tmp_path):
     import pickle
 
     bad = tmp_path / "evil.npz"
-    np.savez(bad, format_version=np.int64(1), codes=np.array([pickle.dumps(object())], dtype=object), text=np.str_("x"),
-             rms=np.float64(0.1))  # fmt: skip
+    np.savez(
+        bad,
+        format_version=np.int64(1),
+        codes=np.array([pickle.dumps(object())], dtype=object),
+        text=np.str_("x"),
+        rms=np.float64(0.1),
+    )
     with pytest.raises(Exception, match="voice prompt|not a voice prompt|codes"):
-        client.predict("Hi.", None, "", handle_file(str(bad)), "Auto", "int4", **FIXED, api_name="/clone")
+        client.predict(
+            "Hi.", None, "", handle_file(str(bad)), "Auto", "int4", **FIXED, api_name="/clone"
+        )
 
 
 def test_a_broken_artifact_is_reported_and_the_app_recovers(cpu_artifacts, tmp_path):
@@ -159,6 +217,10 @@ def test_a_broken_artifact_is_reported_and_the_app_recovers(cpu_artifacts, tmp_p
 
 def test_uploads_are_size_limited(client, tmp_path):
     big = tmp_path / "big.wav"
-    sf.write(big, np.zeros(24000 * 300, np.float32), 24000, subtype="FLOAT")  # 28.8 MB, over the 20 MB limit
+    sf.write(
+        big, np.zeros(24000 * 300, np.float32), 24000, subtype="FLOAT"
+    )  # 28.8 MB, over the 20 MB limit
     with pytest.raises(Exception, match="(?i)size|large|413"):
-        client.predict("Hi.", handle_file(str(big)), "Hi.", None, "Auto", "int4", **FIXED, api_name="/clone")
+        client.predict(
+            "Hi.", handle_file(str(big)), "Hi.", None, "Auto", "int4", **FIXED, api_name="/clone"
+        )

@@ -29,7 +29,11 @@ from omnivoice_rt.model import OmniVoiceONNX
 from omnivoice_rt.voice_prompt import VoicePrompt
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
-AGREEMENT_TEXTS = ["Hello world, this is a test.", "The quick brown fox jumps over the lazy dog.", "你好，世界。今天天气很好。"]
+AGREEMENT_TEXTS = [
+    "Hello world, this is a test.",
+    "The quick brown fox jumps over the lazy dog.",
+    "你好，世界。今天天气很好。",
+]
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +84,12 @@ def test_seed_makes_sampling_reproducible(fp32_voice):
 
 def test_progress_reports_every_step(fp32_voice):
     seen = []
-    fp32_voice.generate("Counting steps.", num_step=12, seed=0, progress=lambda done, total: seen.append((done, total)))
+    fp32_voice.generate(
+        "Counting steps.",
+        num_step=12,
+        seed=0,
+        progress=lambda done, total: seen.append((done, total)),
+    )
     assert seen == [(i, 12) for i in range(1, 13)]
 
 
@@ -99,7 +108,9 @@ def varied(codes: np.ndarray) -> bool:
 
 
 def test_int8_predicts_what_fp32_predicts(cpu_artifacts, fp32_voice):
-    shares = next_step_agreement(OmniVoiceONNX.load(cpu_artifacts, "int8"), fp32_voice, AGREEMENT_TEXTS)
+    shares = next_step_agreement(
+        OmniVoiceONNX.load(cpu_artifacts, "int8"), fp32_voice, AGREEMENT_TEXTS
+    )
     assert np.mean(shares) >= 0.8 and min(shares) >= 0.7, shares
 
 
@@ -119,7 +130,9 @@ def test_voice_prompt_file_reproduces_the_reference(fp32_voice, reference_wav, t
     np.testing.assert_array_equal(loaded.codes, prompt.codes)
     assert (loaded.text, loaded.rms) == (prompt.text, prompt.rms)
     text = "Hello world, this is a test."
-    from_audio = fp32_voice.generate(text, ref_audio=reference_wav, ref_text="This is my voice.", **GREEDY)
+    from_audio = fp32_voice.generate(
+        text, ref_audio=reference_wav, ref_text="This is my voice.", **GREEDY
+    )
     from_file = fp32_voice.generate(text, voice_prompt=tmp_path / "voice.npz", **GREEDY)
     np.testing.assert_array_equal(from_audio.codes[0], from_file.codes[0])
 
@@ -144,7 +157,9 @@ def test_runtime_never_imports_torch_or_build_code(fp32_artifacts):
         "build = ('torch', 'transformers', 'omnivoice', 'torchaudio', 'omnivoice_build', 'olive', 'onnxruntime_genai')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in build))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
 
@@ -189,9 +204,16 @@ def test_bad_references(fp32_voice, tmp_path):
     short = write_wav(tmp_path / "short.wav", 0.3 * np.sin(np.arange(2400) / 5).astype(np.float32))
     not_audio = tmp_path / "notes.wav"
     not_audio.write_text("this is a text file, renamed")
-    five_minutes = write_wav(tmp_path / "long.wav", 0.3 * np.sin(np.arange(24000 * 300) / 5).astype(np.float32))
-    cases = [(silent, "silent"), (short, "at least 0.5 s"), (str(not_audio), "could not read"),
-             (str(tmp_path / "missing.wav"), "could not read"), (five_minutes, "over 120 s are not read")]  # fmt: skip
+    five_minutes = write_wav(
+        tmp_path / "long.wav", 0.3 * np.sin(np.arange(24000 * 300) / 5).astype(np.float32)
+    )
+    cases = [
+        (silent, "silent"),
+        (short, "at least 0.5 s"),
+        (str(not_audio), "could not read"),
+        (str(tmp_path / "missing.wav"), "could not read"),
+        (five_minutes, "over 120 s are not read"),
+    ]
     for path, message in cases:
         with pytest.raises(ValueError, match=message):
             fp32_voice.generate("Hello.", ref_audio=path, ref_text="Hi.")
@@ -203,8 +225,13 @@ def test_bad_references(fp32_voice, tmp_path):
 
 
 def test_voice_prompt_of_another_version_is_refused(fp32_voice, tmp_path):
-    np.savez(tmp_path / "old.npz", format_version=np.int64(0), codes=np.zeros((8, 10), np.int64),
-             text=np.str_("x"), rms=np.float64(0.1))  # fmt: skip
+    np.savez(
+        tmp_path / "old.npz",
+        format_version=np.int64(0),
+        codes=np.zeros((8, 10), np.int64),
+        text=np.str_("x"),
+        rms=np.float64(0.1),
+    )
     with pytest.raises(ValueError, match="format version 0"):
         fp32_voice.generate("Hello.", voice_prompt=tmp_path / "old.npz")
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
@@ -216,7 +243,13 @@ def test_voice_prompt_of_another_version_is_refused(fp32_voice, tmp_path):
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "omnivoice_rt", *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "omnivoice_rt", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
 
 
 def test_cli_synthesize_prompt_and_roundtrip(fp32_artifacts, reference_wav, tmp_path):
@@ -224,35 +257,89 @@ def test_cli_synthesize_prompt_and_roundtrip(fp32_artifacts, reference_wav, tmp_
 
     model = ["--model-dir", str(fp32_artifacts), "--precision", "fp32"]
     out = tmp_path / "out.wav"
-    result = cli("synthesize", *model, "--text", "Hello there.", "--duration", "2", "--seed", "1",
-                 "--no-postprocess-output", "--output", str(out))  # fmt: skip
+    result = cli(
+        "synthesize",
+        *model,
+        "--text",
+        "Hello there.",
+        "--duration",
+        "2",
+        "--seed",
+        "1",
+        "--no-postprocess-output",
+        "--output",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr
     assert "50 frames" in result.stdout and "real-time factor" in result.stdout
     audio, rate = sf.read(out)
     assert rate == 24000 and audio.shape == (50 * 960 + 4800,)
 
     prompt = tmp_path / "voice.npz"
-    assert cli("prompt", *model, "--ref-audio", reference_wav, "--ref-text", "Hi.", "--output", str(prompt)).returncode == 0
-    result = cli("synthesize", *model, "--voice-prompt", str(prompt), "--text", "Hello.", "--output", str(out))
+    assert (
+        cli(
+            "prompt",
+            *model,
+            "--ref-audio",
+            reference_wav,
+            "--ref-text",
+            "Hi.",
+            "--output",
+            str(prompt),
+        ).returncode
+        == 0
+    )
+    result = cli(
+        "synthesize",
+        *model,
+        "--voice-prompt",
+        str(prompt),
+        "--text",
+        "Hello.",
+        "--output",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr
 
-    result = cli("roundtrip", *model, "--input", reference_wav, "--output", str(tmp_path / "rt.wav"))
+    result = cli(
+        "roundtrip", *model, "--input", reference_wav, "--output", str(tmp_path / "rt.wav")
+    )
     assert result.returncode == 0, result.stderr
     audio, rate = sf.read(tmp_path / "rt.wav")
     assert rate == 24000 and audio.size % 960 == 0 and abs(audio.size / 24000 - 3.0) < 0.05
 
 
 def test_cli_reports_bad_input_in_one_line(fp32_artifacts, tmp_path):
-    result = cli("synthesize", "--model-dir", str(fp32_artifacts), "--precision", "fp32", "--text", "Hi",
-                 "--language", "Klingonese", "--output", str(tmp_path / "x.wav"))  # fmt: skip
+    result = cli(
+        "synthesize",
+        "--model-dir",
+        str(fp32_artifacts),
+        "--precision",
+        "fp32",
+        "--text",
+        "Hi",
+        "--language",
+        "Klingonese",
+        "--output",
+        str(tmp_path / "x.wav"),
+    )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("error: Unknown language")
-    result = cli("synthesize", "--model-dir", str(tmp_path), "--text", "Hi", "--output", str(tmp_path / "x.wav"))
+    result = cli(
+        "synthesize",
+        "--model-dir",
+        str(tmp_path),
+        "--text",
+        "Hi",
+        "--output",
+        str(tmp_path / "x.wav"),
+    )
     assert result.returncode == 2 and "omnivoice_manifest.json" in result.stderr
 
 
-def test_local_causal_llm_is_repaired_into_the_cache_and_never_loaded_as_is(fp32_artifacts, fp32_voice, tiny_checkpoint,
-                                                                             tmp_path, monkeypatch):  # fmt: skip
+def test_local_causal_llm_is_repaired_into_the_cache_and_never_loaded_as_is(
+    fp32_artifacts, fp32_voice, tiny_checkpoint, tmp_path, monkeypatch
+):
     """A local folder whose LLM attends causally (as the builder emits it) is loaded through a
     repaired copy under $HF_HOME, leaving the folder as it was; the graph itself is refused."""
     import shutil
@@ -267,22 +354,42 @@ def test_local_causal_llm_is_repaired_into_the_cache_and_never_loaded_as_is(fp32
     shutil.copytree(fp32_artifacts, copy)
     path = copy / "fp32" / "llm_decoder.onnx"
     make_causal(path)
-    build_artifacts.write_manifest(copy, build_artifacts.model_section(tiny_checkpoint), {}, "test")  # re-hash the changed files
+    build_artifacts.write_manifest(
+        copy, build_artifacts.model_section(tiny_checkpoint), {}, "test"
+    )  # re-hash the changed files
     before = {p: p.read_bytes() for p in (copy / "fp32").iterdir()}
     with pytest.raises(ValueError, match="causally.*make_bidirectional"):
         load_graphs(copy, "fp32")
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HOME", str(tmp_path / "hf"))
     voice = OmniVoiceONNX.load(copy, "fp32")
-    assert voice.repaired_llm is not None and str(tmp_path / "hf" / "omnivoice_repaired") in str(voice.repaired_llm)
+    assert voice.repaired_llm is not None and str(tmp_path / "hf" / "omnivoice_repaired") in str(
+        voice.repaired_llm
+    )
     assert not is_causal(voice.repaired_llm) and is_causal(path)
-    assert {p: p.read_bytes() for p in (copy / "fp32").iterdir()} == before  # the user's files are untouched
+    assert {
+        p: p.read_bytes() for p in (copy / "fp32").iterdir()
+    } == before  # the user's files are untouched
     text = "Hello world, this is a test."
-    np.testing.assert_array_equal(voice.generate(text, **GREEDY).codes[0], fp32_voice.generate(text, **GREEDY).codes[0])
+    np.testing.assert_array_equal(
+        voice.generate(text, **GREEDY).codes[0], fp32_voice.generate(text, **GREEDY).codes[0]
+    )
 
 
 def test_cli_eval_rtf(fp32_artifacts):
-    result = cli("eval", "--mode", "rtf", "--model-dir", str(fp32_artifacts), "--precision", "fp32", "--runs", "2", "--num-step", "4")
+    result = cli(
+        "eval",
+        "--mode",
+        "rtf",
+        "--model-dir",
+        str(fp32_artifacts),
+        "--precision",
+        "fp32",
+        "--runs",
+        "2",
+        "--num-step",
+        "4",
+    )
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stdout.splitlines() if "real-time factor" in line]
     assert len(lines) == 2 and all(float(line.rsplit(" ", 1)[1]) > 0 for line in lines)

@@ -18,8 +18,16 @@ from omnivoice_rt.model import OmniVoiceONNX
 
 CASES = [
     ("default temperatures", {"text": "Hello world, this is a test."}, {}),
-    ("class sampling", {"text": "The quick brown fox jumps over the lazy dog."}, {"class_temperature": 0.8}),
-    ("voice design", {"text": "Hello there.", "instruct": "female, low pitch"}, {"position_temperature": 2.0}),
+    (
+        "class sampling",
+        {"text": "The quick brown fox jumps over the lazy dog."},
+        {"class_temperature": 0.8},
+    ),
+    (
+        "voice design",
+        {"text": "Hello there.", "instruct": "female, low pitch"},
+        {"position_temperature": 2.0},
+    ),
 ]
 
 
@@ -31,12 +39,16 @@ def fp32_voice(fp32_artifacts):
 def upstream_sampled(model, seed: int, monkeypatch, **kwargs) -> list[np.ndarray]:
     """Upstream's codes with every ``torch.rand_like`` draw taken from numpy's generator."""
     rng = np.random.default_rng(seed)
-    monkeypatch.setattr(torch, "rand_like", lambda t: torch.from_numpy(rng.random(tuple(t.shape), dtype=np.float32)))
+    monkeypatch.setattr(
+        torch, "rand_like", lambda t: torch.from_numpy(rng.random(tuple(t.shape), dtype=np.float32))
+    )
     return upstream_codes(model, greedy=False, **kwargs)[0]
 
 
 @pytest.mark.parametrize("name,kwargs,temperatures", CASES, ids=[c[0] for c in CASES])
-def test_sampled_codes_equal_upstream_with_the_same_draws(name, kwargs, temperatures, upstream, fp32_voice, monkeypatch):
+def test_sampled_codes_equal_upstream_with_the_same_draws(
+    name, kwargs, temperatures, upstream, fp32_voice, monkeypatch
+):
     expected = upstream_sampled(upstream, 11, monkeypatch, **kwargs, **temperatures)
     codes = fp32_voice.generate(**kwargs, **temperatures, seed=11).codes
     assert len(codes) == len(expected) == 1

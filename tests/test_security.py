@@ -34,8 +34,12 @@ from tests.test_app import FIXED
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "sk-secret-omnivoice-key"
 MARK = b"PLANTED-SECRET-7f3a"
-ONE_PIECE = "This is a long sentence, said slowly and clearly, with many words in it to make the work last."
-LONG = " ".join(f"This is sentence number {n} of a longer text, said slowly and clearly." for n in range(8))
+ONE_PIECE = (
+    "This is a long sentence, said slowly and clearly, with many words in it to make the work last."
+)
+LONG = " ".join(
+    f"This is sentence number {n} of a longer text, said slowly and clearly." for n in range(8)
+)
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +56,9 @@ def server(cpu_artifacts, tiny_whisper, tmp_path_factory):
     folder = tmp_path_factory.mktemp("security")
     uploads, log = folder / "uploads", folder / "server.log"
     args = ["--artifacts", str(cpu_artifacts), "--asr-model", str(tiny_whisper), "--mcp"]
-    with running_app(args, log, HF_HUB_OFFLINE="1", OMNIVOICE_API_KEY=KEY, GRADIO_TEMP_DIR=str(uploads)) as url:
+    with running_app(
+        args, log, HF_HUB_OFFLINE="1", OMNIVOICE_API_KEY=KEY, GRADIO_TEMP_DIR=str(uploads)
+    ) as url:
         yield url, uploads, log
 
 
@@ -67,18 +73,34 @@ def file_data(path) -> dict:
 
 def leaked(uploads: Path) -> list[str]:
     """Files of the upload folder that hold the planted secret or the API key."""
-    return [str(p) for p in uploads.rglob("*") if p.is_file() and (MARK in p.read_bytes() or KEY.encode() in p.read_bytes())]
+    return [
+        str(p)
+        for p in uploads.rglob("*")
+        if p.is_file() and (MARK in p.read_bytes() or KEY.encode() in p.read_bytes())
+    ]
 
 
 def page_call(url: str, elem_id: str, data: list) -> dict:
     """What the page's button ``elem_id`` gets back, called as the browser calls it (queue/join)."""
     config = httpx.get(f"{url}/config").json()
-    button = next(c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == elem_id)
-    index = next(i for i, d in enumerate(config["dependencies"]) if any(t[0] == button for t in d["targets"]))
+    button = next(
+        c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == elem_id
+    )
+    index = next(
+        i for i, d in enumerate(config["dependencies"]) if any(t[0] == button for t in d["targets"])
+    )
     session = f"attacker-{index}-{time.monotonic_ns()}"
-    body = {"data": data, "fn_index": index, "trigger_id": button, "session_hash": session, "event_data": None}
+    body = {
+        "data": data,
+        "fn_index": index,
+        "trigger_id": button,
+        "session_hash": session,
+        "event_data": None,
+    }
     assert httpx.post(f"{url}/gradio_api/queue/join", json=body).status_code == 200
-    with httpx.stream("GET", f"{url}/gradio_api/queue/data", params={"session_hash": session}, timeout=120) as events:
+    with httpx.stream(
+        "GET", f"{url}/gradio_api/queue/data", params={"session_hash": session}, timeout=120
+    ) as events:
         for line in events.iter_lines():
             message = json.loads(line[5:]) if line.startswith("data:") else {}
             if message.get("msg") == "process_completed":
@@ -109,8 +131,12 @@ def text_of(result) -> str:
 def api_call(url: str, name: str, data: list) -> str:
     """The API endpoint ``name`` called over raw HTTP, as the issue's curl does: gradio_client would
     upload a path that exists on its own machine rather than name it."""
-    body = json.dumps({"data": data})  # ASCII: a lone surrogate goes as its escape, as a browser's JSON does
-    event = httpx.post(f"{url}/gradio_api/call/{name}", content=body, headers={"Content-Type": "application/json"})
+    body = json.dumps(
+        {"data": data}
+    )  # ASCII: a lone surrogate goes as its escape, as a browser's JSON does
+    event = httpx.post(
+        f"{url}/gradio_api/call/{name}", content=body, headers={"Content-Type": "application/json"}
+    )
     event = event.json()["event_id"]
     return httpx.get(f"{url}/gradio_api/call/{name}/{event}", timeout=60).text
 
@@ -121,24 +147,33 @@ def test_no_door_copies_or_serves_a_file_it_was_not_given(server, planted):
     answers = []
     for target in (planted, Path("/proc/self/environ")):
         given = file_data(target)
-        for name, data in (("clone", ["Hi.", given, "Hi.", None, "Auto", "int4", *settings]),
-                           ("clone", ["Hi.", None, "", given, "Auto", "int4", *settings]),
-                           ("save_voice_prompt", [given, "Hi.", "int4"]),
-                           ("transcribe", [given, "Auto"])):  # fmt: skip
+        for name, data in (
+            ("clone", ["Hi.", given, "Hi.", None, "Auto", "int4", *settings]),
+            ("clone", ["Hi.", None, "", given, "Auto", "int4", *settings]),
+            ("save_voice_prompt", [given, "Hi.", "int4"]),
+            ("transcribe", [given, "Auto"]),
+        ):
             answer = api_call(url, name, data)
             assert "event: error" in answer, answer
             answers.append(answer)
-        for elem_id, data in (("clone-generate", ["Hi.", given, "Hi.", None, "Auto", "int4", *settings, False]),
-                              ("ref-audio", [given, "Auto"])):  # the page's buttons, as the browser calls them
+        for elem_id, data in (
+            ("clone-generate", ["Hi.", given, "Hi.", None, "Auto", "int4", *settings, False]),
+            ("ref-audio", [given, "Auto"]),
+        ):  # the page's buttons, as the browser calls them
             answer = page_call(url, elem_id, data)
             assert not answer["success"], answer
             answers.append(json.dumps(answer))
         # MCP: a path, and this server's file URL for it.
         own = f"{url}/gradio_api/file={quote(str(target))}"
-        results = mcp_calls(url, [("clone", {"text": "Hi.", "ref_audio": str(target), "ref_text": "Hi."}),
-                                  ("clone", {"text": "Hi.", "voice_prompt": own}),
-                                  ("transcribe", {"ref_audio": str(target)}),
-                                  ("save_voice_prompt", {"ref_audio": own, "ref_text": "Hi."})])  # fmt: skip
+        results = mcp_calls(
+            url,
+            [
+                ("clone", {"text": "Hi.", "ref_audio": str(target), "ref_text": "Hi."}),
+                ("clone", {"text": "Hi.", "voice_prompt": own}),
+                ("transcribe", {"ref_audio": str(target)}),
+                ("save_voice_prompt", {"ref_audio": own, "ref_text": "Hi."}),
+            ],
+        )
         assert all(result.isError for result in results)
         answers += [text_of(result) for result in results]
         assert httpx.get(own).status_code == 403
@@ -153,9 +188,12 @@ def test_a_file_that_is_not_audio_is_refused_without_naming_its_copy(server, tmp
     junk = tmp_path / "notes.wav"
     junk.write_bytes(b"just some text, not audio " * 40)
     client = Client(url, verbose=False)
-    for call in (lambda: client.predict(handle_file(str(junk)), "Auto", api_name="/transcribe"),
-                 lambda: client.predict("Hi.", handle_file(str(junk)), "Hi.", None, "Auto", "int4", **FIXED,
-                                        api_name="/clone")):  # fmt: skip
+    for call in (
+        lambda: client.predict(handle_file(str(junk)), "Auto", api_name="/transcribe"),
+        lambda: client.predict(
+            "Hi.", handle_file(str(junk)), "Hi.", None, "Auto", "int4", **FIXED, api_name="/clone"
+        ),
+    ):
         with pytest.raises(Exception, match="could not read the reference audio") as caught:
             call()
         assert str(uploads) not in str(caught.value) and "notes.wav" not in str(caught.value)
@@ -163,30 +201,53 @@ def test_a_file_that_is_not_audio_is_refused_without_naming_its_copy(server, tmp
 
 def test_uploads_stay_in_the_upload_folder_and_the_api_schema_is_not_served(server):
     url, uploads, _ = server
-    response = httpx.post(f"{url}/gradio_api/upload", files={"files": ("../../../../escaped.txt", b"hello")})
+    response = httpx.post(
+        f"{url}/gradio_api/upload", files={"files": ("../../../../escaped.txt", b"hello")}
+    )
     (path,) = response.json()
-    assert Path(path).resolve().is_relative_to(uploads.resolve()) and Path(path).read_bytes() == b"hello"
+    assert (
+        Path(path).resolve().is_relative_to(uploads.resolve())
+        and Path(path).read_bytes() == b"hello"
+    )
     assert not list(uploads.parent.parent.glob("escaped.txt"))
-    for route in ("/openapi.json", "/docs", "/redoc"):  # with a key set as without, nothing to read there
+    for route in (
+        "/openapi.json",
+        "/docs",
+        "/redoc",
+    ):  # with a key set as without, nothing to read there
         assert httpx.get(f"{url}{route}").status_code == 404
 
 
 def test_mcp_tools_take_uploads_leave_optional_files_out_and_pass_results_on(server, reference):
     url, _, _ = server
-    uploaded = httpx.post(f"{url}/gradio_api/upload", files={"files": open(reference, "rb")}).json()[0]
-    clone = {"text": "Hello from MCP.", "ref_text": TRANSCRIPT, "seed": 5, "randomize_seed": False, "num_step": 4,
-             "duration": 1.0, "precision": "int4"}  # fmt: skip
-    results = mcp_calls(url, [
-        ("clone", {**clone, "ref_audio": uploaded}),  # voice_prompt left out
-        ("clone", {**clone, "ref_audio": uploaded, "voice_prompt": ""}),  # or empty
-        ("transcribe", {"ref_audio": uploaded}),
-        ("save_voice_prompt", {"ref_audio": uploaded, "ref_text": TRANSCRIPT}),
-    ])  # fmt: skip
+    uploaded = httpx.post(
+        f"{url}/gradio_api/upload", files={"files": open(reference, "rb")}
+    ).json()[0]
+    clone = {
+        "text": "Hello from MCP.",
+        "ref_text": TRANSCRIPT,
+        "seed": 5,
+        "randomize_seed": False,
+        "num_step": 4,
+        "duration": 1.0,
+        "precision": "int4",
+    }
+    results = mcp_calls(
+        url,
+        [
+            ("clone", {**clone, "ref_audio": uploaded}),  # voice_prompt left out
+            ("clone", {**clone, "ref_audio": uploaded, "voice_prompt": ""}),  # or empty
+            ("transcribe", {"ref_audio": uploaded}),
+            ("save_voice_prompt", {"ref_audio": uploaded, "ref_text": TRANSCRIPT}),
+        ],
+    )
     assert not [text_of(r) for r in results if r.isError]
     assert TRANSCRIPT in text_of(results[2])
     prompt_url = text_of(results[3]).strip()
     assert prompt_url.startswith(f"{url}/gradio_api/file=") and prompt_url.endswith(".npz")
-    (again,) = mcp_calls(url, [("clone", {**clone, "voice_prompt": prompt_url})])  # the server's own URL
+    (again,) = mcp_calls(
+        url, [("clone", {**clone, "voice_prompt": prompt_url})]
+    )  # the server's own URL
     assert not again.isError, text_of(again)
 
     def audio(result) -> np.ndarray:
@@ -194,9 +255,19 @@ def test_mcp_tools_take_uploads_leave_optional_files_out_and_pass_results_on(ser
         link = text[text.index(f"{url}/gradio_api/file=") :].split("'")[0]
         return sf.read(io.BytesIO(httpx.get(link).content), dtype="int16")[0]
 
-    direct, _ = Client(url, verbose=False).predict("Hello from MCP.", handle_file(reference), TRANSCRIPT, None, "Auto",
-                                                   "int4", num_step=4, duration=1.0, seed=5, randomize_seed=False,
-                                                   api_name="/clone")  # fmt: skip
+    direct, _ = Client(url, verbose=False).predict(
+        "Hello from MCP.",
+        handle_file(reference),
+        TRANSCRIPT,
+        None,
+        "Auto",
+        "int4",
+        num_step=4,
+        duration=1.0,
+        seed=5,
+        randomize_seed=False,
+        api_name="/clone",
+    )
     expected = sf.read(direct, dtype="int16")[0]
     for result in (results[0], results[1], again):
         np.testing.assert_array_equal(audio(result), expected)
@@ -218,9 +289,15 @@ def test_mcp_tools_take_uploads_leave_optional_files_out_and_pass_results_on(ser
 )
 def test_bad_bodies_are_400s_with_short_messages(server, body, param, words):
     url, _, _ = server
-    response = httpx.post(f"{url}/v1/audio/speech", content=body, headers={"Authorization": f"Bearer {KEY}"})
+    response = httpx.post(
+        f"{url}/v1/audio/speech", content=body, headers={"Authorization": f"Bearer {KEY}"}
+    )
     error = response.json()["error"]
-    assert response.status_code == 400 and error["type"] == "invalid_request_error" and error["param"] == param
+    assert (
+        response.status_code == 400
+        and error["type"] == "invalid_request_error"
+        and error["param"] == param
+    )
     assert words in error["message"] and len(error["message"]) < 300, error
 
 
@@ -231,7 +308,9 @@ def test_wrong_types_through_gradio_client_are_messages(server, reference):
         client.predict("Hi.", 5, "", "int4", **FIXED, api_name="/synthesize")
     with pytest.raises(Exception, match="language .* must be a string, got int"):
         client.predict(handle_file(reference), 5, api_name="/transcribe")
-    answer = api_call(url, "synthesize", ["Hi \ud800 there.", "Auto", "", "int4", *FIXED.values(), "balanced"])
+    answer = api_call(
+        url, "synthesize", ["Hi \ud800 there.", "Auto", "", "int4", *FIXED.values(), "balanced"]
+    )
     assert "event: error" in answer and "U+D800" in answer, answer
     assert "Traceback" not in log.read_text()
 
@@ -240,14 +319,32 @@ def test_lone_surrogates_are_refused_by_the_library_and_the_cli(cpu_artifacts):
     from omnivoice_rt.model import OmniVoiceONNX
 
     voice = OmniVoiceONNX.load(cpu_artifacts, "int4")
-    for kwargs in ({"text": "Hi \ud800."}, {"text": "Hi.", "instruct": "female\udfff"}, {"text": "Hi.", "language": "\ud800"}):
+    for kwargs in (
+        {"text": "Hi \ud800."},
+        {"text": "Hi.", "instruct": "female\udfff"},
+        {"text": "Hi.", "language": "\ud800"},
+    ):
         with pytest.raises(ValueError, match="surrogate"):
             voice.generate(**kwargs)
     # A command line's undecodable bytes arrive as lone surrogates (surrogateescape).
-    command = [sys.executable.encode(), b"-m", b"omnivoice_rt", b"synthesize", b"--model-dir", str(cpu_artifacts).encode(),
-               b"--precision", b"int4", b"--text", b"Hello \xff world", b"--output", b"/dev/null"]  # fmt: skip
+    command = [
+        sys.executable.encode(),
+        b"-m",
+        b"omnivoice_rt",
+        b"synthesize",
+        b"--model-dir",
+        str(cpu_artifacts).encode(),
+        b"--precision",
+        b"int4",
+        b"--text",
+        b"Hello \xff world",
+        b"--output",
+        b"/dev/null",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert done.returncode == 2 and "surrogate" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 2 and "surrogate" in done.stderr and "Traceback" not in done.stderr, (
+        done.stderr
+    )
 
 
 # ----------------------------------------------------------------------------- clients that leave
@@ -255,7 +352,11 @@ def test_lone_surrogates_are_refused_by_the_library_and_the_cli(cpu_artifacts):
 
 def stopped_after(log: Path, since: int) -> list[int]:
     lines = log.read_text().splitlines()[since:]
-    return [int(line.split("after step ")[1].split(" ")[0]) for line in lines if "stopped an abandoned synthesis" in line]
+    return [
+        int(line.split("after step ")[1].split(" ")[0])
+        for line in lines
+        if "stopped an abandoned synthesis" in line
+    ]
 
 
 def log_lines(log: Path) -> int:
@@ -264,7 +365,12 @@ def log_lines(log: Path) -> int:
 
 def speech(url: str, text: str, timeout: float, **fields) -> httpx.Response:
     body = {"model": "tts-1-hd", "voice": "auto", "input": text, "response_format": "pcm", **fields}
-    return httpx.post(f"{url}/v1/audio/speech", json=body, headers={"Authorization": f"Bearer {KEY}"}, timeout=timeout)
+    return httpx.post(
+        f"{url}/v1/audio/speech",
+        json=body,
+        headers={"Authorization": f"Bearer {KEY}"},
+        timeout=timeout,
+    )
 
 
 def wait_for(condition, seconds: float = 60) -> None:
@@ -290,9 +396,20 @@ def test_a_one_piece_request_whose_client_left_stops(server):
 def test_a_client_that_leaves_mid_stream_stops_the_piece_being_made(server):
     url, _, log = server
     since = log_lines(log)
-    body = {"model": "tts-1-hd", "voice": "auto", "input": LONG, "response_format": "pcm", "sentences": True}
-    with httpx.stream("POST", f"{url}/v1/audio/speech", json=body, headers={"Authorization": f"Bearer {KEY}"},
-                      timeout=120) as response:  # fmt: skip
+    body = {
+        "model": "tts-1-hd",
+        "voice": "auto",
+        "input": LONG,
+        "response_format": "pcm",
+        "sentences": True,
+    }
+    with httpx.stream(
+        "POST",
+        f"{url}/v1/audio/speech",
+        json=body,
+        headers={"Authorization": f"Bearer {KEY}"},
+        timeout=120,
+    ) as response:
         next(response.iter_raw())  # the first piece is out; the second is being made
     wait_for(lambda: stopped_after(log, since))
     assert stopped_after(log, since)[0] < 64  # within the second piece of 32 steps
@@ -303,9 +420,20 @@ def test_clients_that_leave_while_waiting_leave_the_line(server):
     the line at once: a newcomer finds only the one being served ahead of it."""
     url, _, log = server
     since = log_lines(log)
-    body = {"model": "tts-1-hd", "voice": "auto", "input": LONG, "response_format": "pcm", "sentences": True}
-    with httpx.stream("POST", f"{url}/v1/audio/speech", json=body, headers={"Authorization": f"Bearer {KEY}"},
-                      timeout=120) as served:  # fmt: skip
+    body = {
+        "model": "tts-1-hd",
+        "voice": "auto",
+        "input": LONG,
+        "response_format": "pcm",
+        "sentences": True,
+    }
+    with httpx.stream(
+        "POST",
+        f"{url}/v1/audio/speech",
+        json=body,
+        headers={"Authorization": f"Bearer {KEY}"},
+        timeout=120,
+    ) as served:
         chunks = served.iter_raw()
         next(chunks)
 
@@ -318,9 +446,15 @@ def test_clients_that_leave_while_waiting_leave_the_line(server):
             thread.start()
         for thread in leavers:
             thread.join(30)
-        wait_for(lambda: sum("left the line" in line for line in log.read_text().splitlines()[since:]) == 10)
+        wait_for(
+            lambda: (
+                sum("left the line" in line for line in log.read_text().splitlines()[since:]) == 10
+            )
+        )
         result = {}
-        newcomer = threading.Thread(target=lambda: result.update(r=speech(url, "Now me.", 120, model="tts-1")))
+        newcomer = threading.Thread(
+            target=lambda: result.update(r=speech(url, "Now me.", 120, model="tts-1"))
+        )
         newcomer.start()
         rest = b"".join(chunks)  # the served one goes on to its end
         newcomer.join(120)
@@ -333,8 +467,10 @@ def test_a_client_that_leaves_while_sending_its_body_is_one_line_of_the_log(serv
     host, port = url.removeprefix("http://").split(":")
     for path in ("/v1/audio/speech", "/gradio_api/upload"):
         with socket.create_connection((host, int(port))) as connection:
-            connection.sendall(f"POST {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {KEY}\r\nContent-Type: "
-                               "multipart/form-data; boundary=b\r\nContent-Length: 100000\r\n\r\n--b\r\n".encode())  # fmt: skip
+            connection.sendall(
+                f"POST {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {KEY}\r\nContent-Type: "
+                "multipart/form-data; boundary=b\r\nContent-Length: 100000\r\n\r\n--b\r\n".encode()
+            )
             time.sleep(0.3)
     wait_for(lambda: log.read_text().count("went away while sending") >= 1)
     assert speech(url, "Still here.", 60).status_code == 200
@@ -347,13 +483,23 @@ def test_a_client_that_leaves_while_sending_its_body_is_one_line_of_the_log(serv
 def test_a_normal_stop_leaves_no_upload_folder(cpu_artifacts, tmp_path):
     temp = tmp_path / "tmp"
     temp.mkdir()
-    with running_app(["--artifacts", str(cpu_artifacts), "--asr-model", "none"], tmp_path / "app.log",
-                     HF_HUB_OFFLINE="1", TMPDIR=str(temp)) as url:  # fmt: skip
+    with running_app(
+        ["--artifacts", str(cpu_artifacts), "--asr-model", "none"],
+        tmp_path / "app.log",
+        HF_HUB_OFFLINE="1",
+        TMPDIR=str(temp),
+    ) as url:
         (folder,) = temp.glob("omnivoice-uploads-*")
         big = tmp_path / "big.wav"
         big.write_bytes(b"RIFF" + bytes(21 << 20))  # over the 20 MB limit: refused
-        assert httpx.post(f"{url}/gradio_api/upload", files={"files": open(big, "rb")}).status_code == 413
-        assert httpx.post(f"{url}/gradio_api/upload", files={"files": ("a.wav", b"x")}).status_code == 200
+        assert (
+            httpx.post(f"{url}/gradio_api/upload", files={"files": open(big, "rb")}).status_code
+            == 413
+        )
+        assert (
+            httpx.post(f"{url}/gradio_api/upload", files={"files": ("a.wav", b"x")}).status_code
+            == 200
+        )
     assert not folder.exists(), sorted(folder.rglob("*"))
 
 

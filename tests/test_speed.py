@@ -30,10 +30,21 @@ def cached_and_full(voice: OmniVoiceONNX, ref_codes=None, target_len: int = 40):
     """Target hidden states of one full forward, and of a target-only forward after the prompt
     keys and values that full forward kept, on the same codes."""
     rng = np.random.default_rng(0)
-    prompt = build_prompt(voice.tokenizer, TEXT, target_len, num_codebooks=8, mask_id=1024,
-                          ref_text=None if ref_codes is None else "This is my voice.", ref_codes=ref_codes)  # fmt: skip
-    tokens = np.where(rng.random((8, target_len)) < 0.5, 1024, rng.integers(0, 1024, (8, target_len)))
-    prefix = voice._embed(prompt.ids[:, : prompt.prefix_len], prompt.audio_mask[: prompt.prefix_len])
+    prompt = build_prompt(
+        voice.tokenizer,
+        TEXT,
+        target_len,
+        num_codebooks=8,
+        mask_id=1024,
+        ref_text=None if ref_codes is None else "This is my voice.",
+        ref_codes=ref_codes,
+    )
+    tokens = np.where(
+        rng.random((8, target_len)) < 0.5, 1024, rng.integers(0, 1024, (8, target_len))
+    )
+    prefix = voice._embed(
+        prompt.ids[:, : prompt.prefix_len], prompt.audio_mask[: prompt.prefix_len]
+    )
     target = voice._embed(tokens, np.ones(target_len, dtype=bool))
     full, cache = voice._llm(np.concatenate([prefix, target], axis=1), keep=prompt.prefix_len)
     cached, _ = voice._llm(target, past=cache)
@@ -50,8 +61,9 @@ def test_cached_target_equals_the_full_forward(fp32_voice, cpu_artifacts):
     np.testing.assert_allclose(cached, full, atol=2e-5, rtol=0)
 
 
-def test_positions_continue_after_the_prompt_in_an_llm_that_takes_them(published, tiny_checkpoint, tmp_path,
-                                                                       monkeypatch):  # fmt: skip
+def test_positions_continue_after_the_prompt_in_an_llm_that_takes_them(
+    published, tiny_checkpoint, tmp_path, monkeypatch
+):
     import huggingface_hub.constants
 
     from omnivoice_build.published import build_llm
@@ -66,15 +78,23 @@ def test_positions_continue_after_the_prompt_in_an_llm_that_takes_them(published
     np.testing.assert_allclose(cached, full, atol=2e-5, rtol=0)
 
 
-@pytest.mark.parametrize("kwargs", [{"text": TEXT}, {"text": TEXT, "instruct": "female, low pitch"},
-                                    {"text": TEXT, "ref_text": "This is my voice."}])  # fmt: skip
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"text": TEXT},
+        {"text": TEXT, "instruct": "female, low pitch"},
+        {"text": TEXT, "ref_text": "This is my voice."},
+    ],
+)
 def test_refreshing_every_step_gives_the_exact_codes(fp32_voice, kwargs, tmp_path):
     if "ref_text" in kwargs:
         from omnivoice_build.equivalence import write_reference
 
         kwargs = {**kwargs, "ref_audio": write_reference(str(tmp_path / "reference.wav"))}
     exact = fp32_voice.generate(**kwargs, num_step=16, **GREEDY).codes[0]
-    refreshed = fp32_voice.generate(**kwargs, num_step=16, prompt_cache_refresh=1, **GREEDY).codes[0]
+    refreshed = fp32_voice.generate(**kwargs, num_step=16, prompt_cache_refresh=1, **GREEDY).codes[
+        0
+    ]
     np.testing.assert_array_equal(refreshed, exact)
 
 
@@ -82,7 +102,9 @@ def count_llm_rows(voice, **kwargs) -> list[int]:
     """The sequence length of every LLM call one generation makes."""
     graph = voice.graphs["llm_decoder"]
     original, rows = graph.run, []
-    graph.run = lambda outputs, feeds: rows.append(feeds["inputs_embeds"].shape[1]) or original(outputs, feeds)
+    graph.run = lambda outputs, feeds: (
+        rows.append(feeds["inputs_embeds"].shape[1]) or original(outputs, feeds)
+    )
     try:
         voice.generate(TEXT, duration=2.0, **kwargs)
     finally:
@@ -93,11 +115,15 @@ def count_llm_rows(voice, **kwargs) -> list[int]:
 def test_balanced_runs_the_prompt_twice_and_the_unconditional_row_every_third_step(fp32_voice):
     target = 50  # duration 2.0
     exact = count_llm_rows(fp32_voice, num_step=16, seed=0)
-    assert len(exact) == 32 and sorted(set(exact))[0] == target  # a conditional and an unconditional row per step
+    assert (
+        len(exact) == 32 and sorted(set(exact))[0] == target
+    )  # a conditional and an unconditional row per step
     balanced = count_llm_rows(fp32_voice, num_step="balanced", seed=0)
     whole = max(exact)
     assert balanced.count(whole) == 2  # steps 0 and 8 refresh the cache
-    assert balanced.count(target) == 14 + 6  # the cached conditional rows, and the unconditional row at 0, 3, ... 15
+    assert (
+        balanced.count(target) == 14 + 6
+    )  # the cached conditional rows, and the unconditional row at 0, 3, ... 15
     none = count_llm_rows(fp32_voice, num_step=16, guidance_scale=0.0, seed=0)
     assert none == [whole] * 16  # no unconditional row at guidance 0
 

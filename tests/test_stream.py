@@ -11,7 +11,9 @@ import pytest
 from omnivoice_build.equivalence import LONG_TEXT
 from omnivoice_rt.model import OmniVoiceONNX, Speech
 
-SENTENCES = "The first sentence is here. Then a second one follows it. And a third one ends the text."
+SENTENCES = (
+    "The first sentence is here. Then a second one follows it. And a third one ends the text."
+)
 
 
 @pytest.fixture(scope="module")
@@ -30,14 +32,18 @@ def test_a_short_text_streams_as_one_piece_equal_to_generate(fp32_voice):
 def test_a_long_text_streams_generate_codes_piece_by_piece(fp32_voice):
     steps: list[int] = []
     whole = fp32_voice.generate(LONG_TEXT, seed=0, num_step=4)
-    stream = fp32_voice.stream(LONG_TEXT, seed=0, num_step=4, progress=lambda done, _total: steps.append(done))
+    stream = fp32_voice.stream(
+        LONG_TEXT, seed=0, num_step=4, progress=lambda done, _total: steps.append(done)
+    )
     pieces = []
     for piece in stream:
         # Handed over as soon as it is made: only this piece's steps (and those before) have run.
         assert steps[-1] == 4 * (len(pieces) + 1), steps
         pieces.append(piece)
     assert len(pieces) == len(whole.codes) > 1
-    assert " ".join(p.metadata["text"].strip() for p in pieces) == LONG_TEXT  # each piece says what it speaks
+    assert (
+        " ".join(p.metadata["text"].strip() for p in pieces) == LONG_TEXT
+    )  # each piece says what it speaks
     for piece, codes in zip(pieces, whole.codes, strict=True):
         np.testing.assert_array_equal(piece.codes[0], codes)
     # Seams: the leading pad (0.1 s) before the first piece, cross_fade's 0.1 s of silence before
@@ -47,11 +53,15 @@ def test_a_long_text_streams_generate_codes_piece_by_piece(fp32_voice):
     for piece in pieces[1:]:
         assert not piece.waveform[:pad].any() and piece.waveform[pad : 2 * pad].any()
     for piece in pieces[:-1]:
-        assert piece.waveform[-1] == 0 and piece.waveform[-pad:-1].any()  # faded out, no pad after it
+        assert (
+            piece.waveform[-1] == 0 and piece.waveform[-pad:-1].any()
+        )  # faded out, no pad after it
     assert not pieces[-1].waveform[-pad:].any()
     joined = Speech.join(pieces)
     assert joined.waveform.shape[-1] == sum(p.waveform.shape[-1] for p in pieces)
-    assert joined.metadata["chunks"] == len(pieces) and joined.metadata["seconds"] == pytest.approx(joined.seconds)
+    assert joined.metadata["chunks"] == len(pieces) and joined.metadata["seconds"] == pytest.approx(
+        joined.seconds
+    )
     # Loudness is set piece by piece without a reference: each piece peaks at upstream's 0.5.
     for piece in pieces:
         assert np.abs(piece.waveform).max() == pytest.approx(0.5, abs=1e-6)
@@ -61,10 +71,14 @@ def test_a_long_text_streams_generate_codes_piece_by_piece(fp32_voice):
 
 def test_sentence_mode_hands_over_the_first_sentence_first(fp32_voice):
     steps: list[int] = []
-    stream = fp32_voice.stream(SENTENCES, sentences=True, seed=0, num_step=4, progress=lambda d, _t: steps.append(d))
+    stream = fp32_voice.stream(
+        SENTENCES, sentences=True, seed=0, num_step=4, progress=lambda d, _t: steps.append(d)
+    )
     first = next(stream)
     count = first.metadata["pieces"]
-    assert count >= 2 and steps[-1] == 4  # only the first piece was made (sentences join up to ~4 s)
+    assert (
+        count >= 2 and steps[-1] == 4
+    )  # only the first piece was made (sentences join up to ~4 s)
     rest = list(stream)
     assert [p.metadata["piece"] for p in [first, *rest]] == list(range(count))
     # The same request without sentence mode is one piece: sentence mode is what split it.
@@ -88,4 +102,7 @@ def test_a_stream_can_move_between_threads(fp32_voice):
     for piece in pieces:
         assert piece.metadata["timings"]["model.llm_decoder"] > 0
     # The graph times add up over the request: each piece's table includes the ones before.
-    assert pieces[1].metadata["timings"]["model.llm_decoder"] > pieces[0].metadata["timings"]["model.llm_decoder"]
+    assert (
+        pieces[1].metadata["timings"]["model.llm_decoder"]
+        > pieces[0].metadata["timings"]["model.llm_decoder"]
+    )

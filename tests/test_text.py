@@ -19,7 +19,10 @@ from omnivoice_rt.unmask import schedule
 
 # Letters of several scripts, digits, spaces, and the punctuation the chunker splits on.
 TEXT = st.lists(
-    st.sampled_from(list("abc xyzABC 0123 你好世界 こんにちは한국 .,;:!?。，！？\"'”)(") + [" Mr. ", " No. ", "\n"]),
+    st.sampled_from(
+        list("abc xyzABC 0123 你好世界 こんにちは한국 .,;:!?。，！？\"'”)(")
+        + [" Mr. ", " No. ", "\n"]
+    ),
     max_size=200,
 ).map("".join)
 
@@ -33,14 +36,24 @@ def test_language_tables_equal_upstream():
 
 @pytest.mark.parametrize(
     "instruct,use_zh",
-    [("female, low pitch, british accent", False), ("Male，Elderly", False), ("male, elderly", True),
-     ("男，河南话", False), (" whisper , ", False), ("female，中年", False), (None, False), ("  ", False)],
-)  # fmt: skip
+    [
+        ("female, low pitch, british accent", False),
+        ("Male，Elderly", False),
+        ("male, elderly", True),
+        ("男，河南话", False),
+        (" whisper , ", False),
+        ("female，中年", False),
+        (None, False),
+        ("  ", False),
+    ],
+)
 def test_instructs_normalise_like_upstream(instruct, use_zh):
     assert text.resolve_instruct(instruct, use_zh) == up._resolve_instruct(instruct, use_zh)
 
 
-@pytest.mark.parametrize("instruct", ["robot voice", "male, female", "british accent, 四川话", "mael"])
+@pytest.mark.parametrize(
+    "instruct", ["robot voice", "male, female", "british accent, 四川话", "mael"]
+)
 def test_bad_instructs_fail_like_upstream(instruct):
     with pytest.raises(ValueError) as ours:
         text.resolve_instruct(instruct)
@@ -52,7 +65,9 @@ def test_bad_instructs_fail_like_upstream(instruct):
 @settings(max_examples=200, deadline=None)
 @given(TEXT, st.integers(min_value=1, max_value=120))
 def test_chunking_equals_upstream(sample, chunk_len):
-    assert text.chunk_text_punctuation(sample, chunk_len, 3) == up_text.chunk_text_punctuation(sample, chunk_len, 3)
+    assert text.chunk_text_punctuation(sample, chunk_len, 3) == up_text.chunk_text_punctuation(
+        sample, chunk_len, 3
+    )
 
 
 @settings(max_examples=200, deadline=None)
@@ -67,7 +82,9 @@ def test_prompt_text_and_punctuation_equal_upstream(sample, ref):
 def test_duration_estimate_equals_upstream(sample, ref, ref_frames, speed):
     estimator = RuleDurationEstimator()
     model = type("M", (), {"duration_estimator": estimator})()
-    expected = up.OmniVoice._estimate_target_tokens(model, sample, ref, ref_frames if ref else None, speed)
+    expected = up.OmniVoice._estimate_target_tokens(
+        model, sample, ref, ref_frames if ref else None, speed
+    )
     assert text.estimate_frames(sample, ref, ref_frames if ref else None, speed) == expected
 
 
@@ -78,13 +95,19 @@ def test_schedule_equals_upstream():
             t = up._get_time_steps(0.0, 1.0, num_step, 0.1).tolist()
             expected, remaining = [], total
             for step in range(num_step):
-                n = remaining if step == num_step - 1 else min(math.ceil(total * (t[step + 1] - t[step])), remaining)
+                n = (
+                    remaining
+                    if step == num_step - 1
+                    else min(math.ceil(total * (t[step + 1] - t[step])), remaining)
+                )
                 expected.append(int(n))
                 remaining -= int(n)
             assert schedule(total, num_step, 0.1) == expected
 
 
-@pytest.mark.parametrize("rates", [(16000, 24000), (48000, 24000), (24000, 16000), (8000, 24000), (44100, 24000)])
+@pytest.mark.parametrize(
+    "rates", [(16000, 24000), (48000, 24000), (24000, 16000), (8000, 24000), (44100, 24000)]
+)
 def test_resample_equals_torchaudio(rates):
     import torch
     import torchaudio
@@ -100,11 +123,18 @@ def test_audio_helpers_equal_upstream():
     from omnivoice.utils import audio as up_audio
 
     rng = np.random.default_rng(1)
-    wav = np.concatenate([rng.standard_normal(24000) * 0.3, np.zeros(24000), rng.standard_normal(12000) * 0.2])
+    wav = np.concatenate(
+        [rng.standard_normal(24000) * 0.3, np.zeros(24000), rng.standard_normal(12000) * 0.2]
+    )
     wav = wav.astype(np.float32)[None, :]
     np.testing.assert_array_equal(
-        remove_silence(wav, 24000, 500, 100, 100), up_audio.remove_silence(wav, 24000, 500, 100, 100)
+        remove_silence(wav, 24000, 500, 100, 100),
+        up_audio.remove_silence(wav, 24000, 500, 100, 100),
     )
-    np.testing.assert_array_equal(fade_and_pad(wav, 0.1, 0.1, 24000), up_audio.fade_and_pad_audio(wav, 0.1, 0.1, 24000))
+    np.testing.assert_array_equal(
+        fade_and_pad(wav, 0.1, 0.1, 24000), up_audio.fade_and_pad_audio(wav, 0.1, 0.1, 24000)
+    )
     chunks = [wav[:, :30000], wav[:, 30000:]]
-    np.testing.assert_array_equal(cross_fade(chunks, 24000), up_audio.cross_fade_chunks(chunks, 24000))
+    np.testing.assert_array_equal(
+        cross_fade(chunks, 24000), up_audio.cross_fade_chunks(chunks, 24000)
+    )
