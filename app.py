@@ -31,23 +31,23 @@ import numpy as np
 from omnivoice_rt.errors import REPORTED, Cancelled
 from omnivoice_rt.formats import pcm16
 from omnivoice_rt.limits import MAX_STEPS, MAX_UPLOAD, MAX_WAITING
-from omnivoice_rt.model import PRESETS, Speech
+from omnivoice_rt.model import Speech
+from omnivoice_rt.request import DOOR_PRESET, PRESETS, Request
 from omnivoice_rt.text import (
     INSTRUCT_EXCLUSIVE,
     LANG_NAME_TO_ID,
     NONVERBAL_TAGS,
+    check_string,
     language_display_name,
 )
 from space import gradio_guard
 from space.serving import (
-    APP_PRESET,
     DEFAULTS,
     PRECISIONS,
     Config,
     Voices,
     offered_precisions,
     resolve_seed,
-    settings_kwargs,
 )
 
 logger = logging.getLogger(__name__)
@@ -146,7 +146,7 @@ def as_messages():
 
 
 @contextlib.contextmanager
-def prepared(voices: Voices, precision: str, progress, request: dict, should_stop):
+def prepared(voices: Voices, precision: str, progress, request: Request, should_stop):
     """``Voices.prepared`` (load, wait in line, encode the reference) with the errors as messages;
     a request whose client went away leaves the line."""
     with (
@@ -156,29 +156,53 @@ def prepared(voices: Voices, precision: str, progress, request: dict, should_sto
         yield ready
 
 
+def page_request(fields: dict) -> Request:
+    """A handler's fields (its arguments, by the page's names) as a request: "Auto" is no
+    language, a voice prompt replaces the reference, 0 s is no duration, the seed is drawn."""
+    if "ref_audio" in fields and not fields["ref_audio"] and not fields["voice_prompt"]:
+        raise refused("Record or upload a reference voice (or load a voice prompt file) first.")
+    prompt = fields.get("voice_prompt") or None
+    options = {
+        "text": fields["text"],
+        "language": language_arg(fields["language"]),
+        "instruct": fields.get("instruct") or None,
+        "ref_audio": None if prompt else fields.get("ref_audio") or None,
+        "ref_text": None if prompt else fields.get("ref_text") or None,
+        "voice_prompt": prompt,
+        "seed": resolve_seed(fields["seed"], fields["randomize_seed"]),
+        "preset": fields["preset"],
+        "num_step": int(fields["num_step"]),
+        "guidance_scale": float(fields["guidance"]),
+        "speed": float(fields["speed"]),
+        "duration": float(fields["duration"]) if fields["duration"] else None,
+        "denoise": bool(fields["denoise"]),
+        "postprocess_output": bool(fields["postprocess"]),
+    }
+    with as_messages():
+        return Request.from_options(options, DOOR_PRESET)
+
+
 def run_synthesis(
-    voices: Voices, precision: str, progress, **kwargs
+    voices: Voices, precision: str, progress, request: Request
 ) -> tuple[tuple[int, np.ndarray], str]:
     """Load the precision, synthesize with a step-by-step progress bar, turn errors into gr.Error."""
     gone = abandoned()
-    with prepared(voices, precision, progress, kwargs, gone) as (voice, request, reused):
-        speech = voice.generate(progress=step_progress(progress), should_stop=gone, **request)
-    return (speech.sample_rate, pcm16(speech.waveform)), result_line(
-        speech, kwargs.get("seed", 0), reused
-    )
+    with prepared(voices, precision, progress, request, gone) as (voice, ready, reused):
+        speech = voice.generate(ready, progress=step_progress(progress), should_stop=gone)
+    return (speech.sample_rate, pcm16(speech.waveform)), result_line(speech, request.seed, reused)
 
 
 def stream_synthesis(
-    voices: Voices, precision: str, progress, sentences: bool = False, **kwargs
+    voices: Voices, precision: str, progress, request: Request, sentences: bool = False
 ) -> Iterator[tuple]:
     """``run_synthesis`` for the page: each piece goes to the player as soon as it is made (when
     ``STREAMING``), then the pieces joined (what was played) become the result to download.
     Yields (piece, whole, info)."""
     parts: list[Speech] = []
     gone = abandoned()
-    with prepared(voices, precision, progress, kwargs, gone) as (voice, request, reused):
+    with prepared(voices, precision, progress, request, gone) as (voice, ready, reused):
         stream = voice.stream(
-            progress=step_progress(progress), should_stop=gone, sentences=sentences, **request
+            ready, progress=step_progress(progress), should_stop=gone, sentences=sentences
         )
         for part in stream:
             parts.append(part)
@@ -197,7 +221,7 @@ def stream_synthesis(
     yield (
         gr.skip(),
         (speech.sample_rate, pcm16(speech.waveform)),
-        result_line(speech, kwargs.get("seed", 0), reused),
+        result_line(speech, request.seed, reused),
     )
 
 
@@ -236,70 +260,6 @@ def make_handlers(voices: Voices, default: str):
     and the page's (pieces as they are made, when ``STREAMING``); all share the voices, their
     line and their messages."""
 
-    def tts_request(
-        text,
-        language,
-        instruct,
-        num_step,
-        guidance,
-        speed,
-        duration,
-        seed,
-        randomize_seed,
-        denoise,
-        postprocess,
-        preset,
-    ) -> dict:
-        with as_messages():
-            return dict(
-                text=text,
-                language=language_arg(language),
-                instruct=instruct or None,
-                seed=resolve_seed(seed, randomize_seed),
-                **settings_kwargs(
-                    num_step, guidance, speed, duration, denoise, postprocess, preset
-                ),
-            )
-
-    def clone_request(
-        text,
-        ref_audio,
-        ref_text,
-        voice_prompt,
-        language,
-        num_step,
-        guidance,
-        speed,
-        duration,
-        seed,
-        randomize_seed,
-        denoise,
-        postprocess,
-        preset,
-    ) -> dict:
-        if not ref_audio and not voice_prompt:
-            raise refused("Record or upload a reference voice (or load a voice prompt file) first.")
-        request = tts_request(
-            text,
-            language,
-            None,
-            num_step,
-            guidance,
-            speed,
-            duration,
-            seed,
-            randomize_seed,
-            denoise,
-            postprocess,
-            preset,
-        )
-        return {
-            **request,
-            "ref_audio": None if voice_prompt else ref_audio,
-            "ref_text": None if voice_prompt else ref_text,
-            "voice_prompt": voice_prompt or None,
-        }
-
     def synthesize(
         text,
         language="Auto",
@@ -313,7 +273,7 @@ def make_handlers(voices: Voices, default: str):
         randomize_seed=DEFAULTS["randomize_seed"],
         denoise=True,
         postprocess=True,
-        preset=APP_PRESET,
+        preset=DOOR_PRESET,
         progress=gr.Progress(),
     ):
         """Speak a text in a new voice: chosen by the model, or designed from a short description.
@@ -336,21 +296,8 @@ def make_handlers(voices: Voices, default: str):
         Returns:
             The speech as a 24 kHz wav file, and one line saying its length, time taken and seed.
         """
-        request = tts_request(
-            text,
-            language,
-            instruct,
-            num_step,
-            guidance,
-            speed,
-            duration,
-            seed,
-            randomize_seed,
-            denoise,
-            postprocess,
-            preset,
-        )
-        return run_synthesis(voices, precision, progress, **request)
+        # The arguments by name (this signature is the API's): see page_request.
+        return run_synthesis(voices, precision, progress, page_request(locals()))
 
     def clone(
         text,
@@ -367,7 +314,7 @@ def make_handlers(voices: Voices, default: str):
         randomize_seed=DEFAULTS["randomize_seed"],
         denoise=True,
         postprocess=True,
-        preset=APP_PRESET,
+        preset=DOOR_PRESET,
         progress=gr.Progress(),
     ):
         """Speak a text in the voice of a reference recording (or of a voice prompt saved earlier).
@@ -391,23 +338,8 @@ def make_handlers(voices: Voices, default: str):
         Returns:
             The speech as a 24 kHz wav file, and one line saying its length, time taken and seed.
         """
-        request = clone_request(
-            text,
-            ref_audio,
-            ref_text,
-            voice_prompt,
-            language,
-            num_step,
-            guidance,
-            speed,
-            duration,
-            seed,
-            randomize_seed,
-            denoise,
-            postprocess,
-            preset,
-        )
-        return run_synthesis(voices, precision, progress, **request)
+        # The arguments by name (this signature is the API's): see page_request.
+        return run_synthesis(voices, precision, progress, page_request(locals()))
 
     def synthesize_page(
         text,
@@ -426,23 +358,8 @@ def make_handlers(voices: Voices, default: str):
         sentences,
         progress=gr.Progress(),
     ):
-        request = tts_request(
-            text,
-            language,
-            instruct,
-            num_step,
-            guidance,
-            speed,
-            duration,
-            seed,
-            randomize_seed,
-            denoise,
-            postprocess,
-            preset,
-        )
-        yield from stream_synthesis(
-            voices, precision, progress, sentences=bool(sentences), **request
-        )
+        request = page_request(locals())
+        yield from stream_synthesis(voices, precision, progress, request, bool(sentences))
 
     def clone_page(
         text,
@@ -463,25 +380,8 @@ def make_handlers(voices: Voices, default: str):
         sentences,
         progress=gr.Progress(),
     ):
-        request = clone_request(
-            text,
-            ref_audio,
-            ref_text,
-            voice_prompt,
-            language,
-            num_step,
-            guidance,
-            speed,
-            duration,
-            seed,
-            randomize_seed,
-            denoise,
-            postprocess,
-            preset,
-        )
-        yield from stream_synthesis(
-            voices, precision, progress, sentences=bool(sentences), **request
-        )
+        request = page_request(locals())
+        yield from stream_synthesis(voices, precision, progress, request, bool(sentences))
 
     def save_voice_prompt(ref_audio, ref_text=None, precision=default, progress=gr.Progress()):
         """Encode a reference recording once as a voice prompt file, to clone that voice again without the recording.
@@ -495,9 +395,14 @@ def make_handlers(voices: Voices, default: str):
         """
         if not ref_audio:
             raise refused("Record or upload a reference voice first.")
-        reference = {"ref_audio": ref_audio, "ref_text": ref_text}
-        with prepared(voices, precision, progress, reference, abandoned()) as (_, request, _):
-            prompt = request["voice_prompt"]
+        with as_messages():
+            if ref_text is not None:
+                check_string(ref_text, "ref_text (the reference's transcript)")
+            reference = voices.reference(
+                precision, ref_audio, ref_text, None, progress, None, abandoned()
+            )
+            with reference as (_, prompt, _):
+                pass
         path = prompt_file()
         prompt.save(path)
         return str(path)
@@ -521,13 +426,11 @@ def make_handlers(voices: Voices, default: str):
 
     def example(text, language, free, progress=gr.Progress()):
         """An example of the page, as the page's defaults make it (seed 0, so a cached result is its result)."""
-        request = tts_request(
-            text,
-            language,
-            design_instruct(*["Any"] * 6, free),
-            **{**DEFAULTS, "randomize_seed": False},
+        instruct = design_instruct(*["Any"] * 6, free)
+        fields = {**DEFAULTS, "randomize_seed": False, "text": text, "language": language}
+        return run_synthesis(
+            voices, default, progress, page_request({**fields, "instruct": instruct})
         )
-        return run_synthesis(voices, default, progress, **request)
 
     return synthesize, clone, synthesize_page, clone_page, save_voice_prompt, transcribe, example
 
@@ -540,7 +443,7 @@ def settings_panel() -> list:
         with gr.Row():
             preset = gr.Radio(
                 [(PRESET_LABELS[name], name) for name in PRESETS],
-                value=APP_PRESET,
+                value=DOOR_PRESET,
                 label="Speed preset",
                 info="balanced is this page's default on a CPU; best is upstream's generation, exactly",
                 elem_id="preset",
@@ -850,10 +753,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     import uvicorn
 
-    for chatty in (
-        "httpx",
-        "mcp",
-    ):  # a line per request (MCP's calls to the page's API, its sessions)
+    # a line per request (MCP's calls to the page's API, its sessions)
+    for chatty in ("httpx", "mcp"):
         logging.getLogger(chatty).setLevel(logging.WARNING)
     clean_up = gradio_guard.own_upload_folder()  # before the page is built: Gradio reads it then
     try:

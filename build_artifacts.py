@@ -3,7 +3,7 @@
 
     python build_artifacts.py --model CHECKPOINT_DIR_OR_HUB_ID --output DIR --device cpu
 
-Devices (profiles; see DESIGN.md section 2, one folder each inside DIR):
+Devices (profiles; see docs/design.md section 2, one folder each inside DIR):
 
     cpu        int4/   int4 encoder, int4 LLM (block 32, accuracy level 4), fp32 heads
     cpu_fp16   ./      fp16 encoder and heads, int4 LLM

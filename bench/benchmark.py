@@ -322,24 +322,21 @@ def main(argv=None) -> int:
                     f"{case_name:6s} {precision}/balanced: {agree:.2f} of its codes equal the exact path's at 16 steps"
                 )
 
-    probed = (
-        "int4" if "int4" in precisions else precisions[0]
-    )  # the Hub's default, else what was built
+    # the Hub's default, else what was built
+    probed = "int4" if "int4" in precisions else precisions[0]
     memory = probe(args.artifacts, probed)
     print(
         f"\n{probed} in a fresh process: load {memory['load_s']:.2f} s, peak resident memory {memory['peak_rss_mb']:.0f} MB"
     )
     rtf_auto = 0.0
-    if (
-        "auto" in results and "int4" in results["auto"]
-    ):  # one chunk, so the token count below is exact
+    # one chunk, so the token count below is exact
+    if "auto" in results and "int4" in results["auto"]:
         int4 = manifest["profiles"]["int4"]
         best = matmul_throughput(4, int4.get("llm_block_size") or 32)
         runs = results["auto"]["int4"]
         rtf_auto = statistics.median(r["rtf"] for r in runs)
-        tokens = (
-            statistics.median(r["frames"] for r in runs) * 2 + 30
-        )  # cond (prompt + target) and uncond rows
+        # cond (prompt + target) and uncond rows
+        tokens = statistics.median(r["frames"] for r in runs) * 2 + 30
         gop_step = llm_gop_per_token(manifest) * tokens
         achieved = gop_step * statistics.median(r["steps"] / r["llm"] for r in runs)
         print(

@@ -9,7 +9,7 @@ No real weights exist on our machines, so tests build a checkpoint that
 
 Two sizes: ``tiny`` (builds in seconds) and ``full`` (Qwen3-0.6B body and the real Higgs config).
 Weights are drawn N(0, 1/fan_in) rather than at the default init, so that attention is far from
-uniform and a causal model really differs from a bidirectional one (DESIGN.md section 4).
+uniform and a causal model really differs from a bidirectional one (docs/design.md section 3).
 
     python -m omnivoice_build.fixtures --size tiny --output /tmp/ov-tiny
 """

@@ -1,7 +1,7 @@
 """The Higgs Audio V2 tokenizer (OmniVoice's codec) as four ONNX graphs, in the published contract.
 
 Upstream's ``HiggsAudioV2TokenizerModel.encode`` / ``.decode`` split into the graphs and names of
-onnx-community/OmniVoice-Onnx (DESIGN.md section 2), so that a folder we build is a drop-in
+onnx-community/OmniVoice-Onnx (docs/design.md section 2), so that a folder we build is a drop-in
 replacement for the published one:
 
     acoustic_encoder    waveform_24k (B,1,N)                 -> acoustic_features (B,Ha,T)  DAC encoder
@@ -85,9 +85,8 @@ class QuantizerEncoder(nn.Module):
     def forward(self, acoustic_features, semantic_features):
         embeddings = torch.cat([acoustic_features, semantic_features], dim=1)
         embeddings = self.higgs.fc(embeddings.transpose(1, 2)).transpose(1, 2)
-        return self.higgs.quantizer.encode(
-            embeddings, self.higgs.config.target_bandwidths[-1]
-        )  # (8, B, T)
+        # (8, B, T)
+        return self.higgs.quantizer.encode(embeddings, self.higgs.config.target_bandwidths[-1])
 
 
 class HiggsDecoder(nn.Module):

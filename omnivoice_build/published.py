@@ -1,7 +1,7 @@
 """A replica of onnx-community/OmniVoice-Onnx as public code shows it, built from a checkpoint.
 
 No copy of the published files is reachable here, so tests load a folder made to *their*
-contract (DESIGN.md section 2, from public scripts that load those files), never our own build
+contract (docs/design.md section 2, from public scripts that load those files), never our own build
 with a file removed:
 
     <root>/                 fp16 encoder and heads, causal int4 LLM, genai_config.json, tokenizer,

@@ -85,9 +85,8 @@ def bytes_to_unicode() -> dict[int, str]:
     for b in range(256):
         if b not in bs:
             bs.append(b)
-            cs.append(
-                256 + len(cs) - 188
-            )  # 188 printable bytes map to themselves; the rest go to U+0100...
+            # 188 printable bytes map to themselves; the rest go to U+0100...
+            cs.append(256 + len(cs) - 188)
     return {b: chr(c) for b, c in zip(bs, cs, strict=True)}
 
 
@@ -237,9 +236,8 @@ class Decoder(nn.Module):
         n_past = 0 if past is None else past[0][0].shape[2]
         n_new = input_ids.shape[1]
         q_pos = torch.arange(n_new) + n_past
-        mask = (
-            torch.arange(n_past + n_new)[None, :] > q_pos[:, None]
-        )  # causal: key position > query position
+        # causal: key position > query position
+        mask = torch.arange(n_past + n_new)[None, :] > q_pos[:, None]
         x = self.embed_tokens(input_ids) + self.embed_positions(q_pos)
         present = []
         for i, layer in enumerate(self.layers):
@@ -280,9 +278,8 @@ def make_model(
     pos = torch.arange(N_AUDIO_CTX)[:, None] * torch.exp(
         -math.log(10000) / (d // 2 - 1) * torch.arange(d // 2)
     )
-    model.encoder.embed_positions.weight.copy_(
-        torch.cat([pos.sin(), pos.cos()], 1)
-    )  # Whisper's sinusoids
+    # Whisper's sinusoids
+    model.encoder.embed_positions.weight.copy_(torch.cat([pos.sin(), pos.cos()], 1))
 
     dec = model.decoder
     for layer in dec.layers:  # residual stream = token embedding + position embedding

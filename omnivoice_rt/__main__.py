@@ -42,41 +42,15 @@ def _write(path: str, waveform, rate: int) -> None:
 
 
 def cmd_synthesize(args) -> int:
+    from omnivoice_rt.request import DOOR_PRESET, OPTIONS, Request
+
+    request = Request.from_options({name: getattr(args, name) for name in OPTIONS}, DOOR_PRESET)
     voice = _load(args)
-    options = {
-        name: getattr(args, name)
-        for name in (
-            "num_step",
-            "guidance_scale",
-            "t_shift",
-            "layer_penalty_factor",
-            "position_temperature",
-            "class_temperature",
-            "denoise",
-            "preprocess_prompt",
-            "postprocess_output",
-            "prompt_cache_refresh",
-            "guidance_every",
-        )
-        if getattr(args, name) is not None
-    }
 
     def progress(done: int, total: int) -> None:
         print(f"\rstep {done}/{total}", end="", file=sys.stderr, flush=True)
 
-    speech = voice.generate(
-        args.text,
-        language=args.language,
-        instruct=args.instruct,
-        ref_audio=args.ref_audio,
-        ref_text=args.ref_text,
-        voice_prompt=args.voice_prompt,
-        duration=args.duration,
-        speed=args.speed,
-        seed=args.seed,
-        progress=progress,
-        **options,
-    )
+    speech = voice.generate(request, progress=progress)
     print(file=sys.stderr)
     _write(args.output, speech.waveform, speech.sample_rate)
     meta = speech.metadata
@@ -155,9 +129,27 @@ def cmd_inspect(args) -> int:
 
 
 def _steps(value: str):
-    from omnivoice_rt.model import PRESETS
+    from omnivoice_rt.request import PRESETS
 
     return value if value in PRESETS else int(value)
+
+
+def request_flags(parser) -> None:
+    """A flag for each option of a request (``OPTIONS``): ``--ref-audio``, ``--num-step``, ...,
+    ``--denoise/--no-denoise``; one left out takes the preset's value (``balanced`` by default)."""
+    from omnivoice_rt.request import DOOR_PRESET, OPTIONS, PRESETS
+
+    for name, (kinds, meaning) in OPTIONS.items():
+        flag = "--" + name.replace("_", "-")
+        if kinds == (bool,):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, help=meaning)
+            continue
+        kind = {(str,): str, (int,): int}.get(kinds, float)
+        if name == "num_step":
+            kind = _steps  # a preset's name too: the older spelling of --preset
+        if name == "preset":
+            meaning = f"{', '.join(PRESETS)} (default {DOOR_PRESET}; best: upstream's generation, exactly)"
+        parser.add_argument(flag, type=kind, required=name == "text", help=meaning)
 
 
 def parse_args(argv):
@@ -179,45 +171,14 @@ def parse_args(argv):
 
     syn = sub.add_parser("synthesize", help="text to a wav file")
     common(syn)
-    syn.add_argument("--text", required=True)
     syn.add_argument("--output", required=True)
-    syn.add_argument("--language")
-    syn.add_argument("--instruct", help="voice design, e.g. 'female, low pitch, british accent'")
-    syn.add_argument("--ref-audio", help="reference recording for voice cloning")
-    syn.add_argument("--ref-text", help="what the reference recording says (left out: transcribed)")
+    request_flags(syn)
     syn.add_argument(
         "--asr-model",
         default=os.environ.get("OMNIVOICE_ASR_MODEL"),
         help="speech recogniser when --ref-text is left out: a Whisper folder or Hub repo "
         "(onnx-community format; default onnx-community/whisper-base)",
     )
-    syn.add_argument("--voice-prompt", help="a .npz saved with the prompt command")
-    syn.add_argument("--duration", type=float)
-    syn.add_argument("--speed", type=float)
-    syn.add_argument("--seed", type=int)
-    syn.add_argument(
-        "--num-step",
-        type=_steps,
-        default="balanced",
-        help="1-64, or a preset: best (32 steps, exact, as upstream), balanced (16, prompt cache, "
-        "guidance reuse; the default, as on the page), fast (12)",
-    )
-    syn.add_argument(
-        "--prompt-cache-refresh",
-        type=int,
-        help="run the whole prompt every N steps (0: every step, exact)",
-    )
-    syn.add_argument(
-        "--guidance-every", type=int, help="run the unconditional row every N steps (1: exact)"
-    )
-    syn.add_argument("--guidance-scale", type=float, default=2.0)
-    syn.add_argument("--t-shift", type=float, default=0.1)
-    syn.add_argument("--layer-penalty-factor", type=float, default=5.0)
-    syn.add_argument("--position-temperature", type=float, default=5.0)
-    syn.add_argument("--class-temperature", type=float, default=0.0)
-    syn.add_argument("--no-denoise", dest="denoise", action="store_false")
-    syn.add_argument("--no-preprocess-prompt", dest="preprocess_prompt", action="store_false")
-    syn.add_argument("--no-postprocess-output", dest="postprocess_output", action="store_false")
     syn.set_defaults(func=cmd_synthesize)
 
     ba = sub.add_parser(

@@ -156,9 +156,8 @@ def resample(audio: np.ndarray, orig_rate: int, new_rate: int) -> np.ndarray:
     steps = (padded.shape[-1] - taps) // orig + 1
     windows = np.lib.stride_tricks.sliding_window_view(padded, taps, axis=-1)[:, ::orig][:, :steps]
     out = np.empty((flat.shape[0], steps, new), dtype=np.float32)
-    for start in range(
-        0, steps, _RESAMPLE_STEPS
-    ):  # in pieces: the windows overlap, a copy of all would not fit
+    # in pieces: the windows overlap, a copy of all would not fit
+    for start in range(0, steps, _RESAMPLE_STEPS):
         out[:, start : start + _RESAMPLE_STEPS] = np.einsum(
             "bsk,nk->bsn", windows[:, start : start + _RESAMPLE_STEPS], kernels
         )

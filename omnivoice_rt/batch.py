@@ -3,7 +3,7 @@ of processes, or Ray actors, with the same audio in each.
 
     python -m omnivoice_rt batch --input items.jsonl --output-dir out/ [--workers N] [--ray auto|ADDRESS]
 
-Each line is an object with ``id``, ``text`` and any of ``ITEM_OPTIONS``; relative paths
+Each line is an object with ``id``, ``text`` and any option of a request (``omnivoice_rt.request.OPTIONS``); relative paths
 (``voice_prompt``, ``ref_audio``) are relative to the input file. An item without a ``seed`` gets
 one from its id, so every run makes the same audio. A run is resumable: each wav is written under
 a temporary name and renamed, and carries the digest of what made it (text, options, the files'
@@ -23,46 +23,18 @@ import os
 import re
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import soundfile as sf
 
 from omnivoice_rt.errors import REPORTED
 from omnivoice_rt.formats import pcm16
-from omnivoice_rt.model import PRESETS
+from omnivoice_rt.request import DOOR_PRESET, FILE_OPTIONS, Request
 
 logger = logging.getLogger(__name__)
 
-# An item's options and the JSON types each takes (bool is not a number here).
-ITEM_OPTIONS = {
-    "language": str,
-    "instruct": str,
-    "voice_prompt": str,
-    "ref_audio": str,
-    "ref_text": str,
-    "seed": int,
-    "num_step": (int, str),
-    "preset": str,
-    "duration": (int, float),
-    "speed": (int, float),
-    "guidance_scale": (int, float),
-    "t_shift": (int, float),
-    "denoise": bool,
-    "postprocess_output": bool,
-    "prompt_cache_refresh": int,
-    "guidance_every": int,
-}
-KIND_NAMES = {
-    str: "a string",
-    int: "a whole number",
-    bool: "true or false",
-    (int, float): "a number",
-    (int, str): "a number of steps or a preset name",
-}
-FILE_OPTIONS = ("voice_prompt", "ref_audio")  # their contents are part of an item's digest
 ITEM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # becomes a file name
-DEFAULT_PRESET = "balanced"
 RESULTS = "results.jsonl"
 
 
@@ -70,8 +42,8 @@ RESULTS = "results.jsonl"
 class Item:
     line: int  # in the input file
     id: str
-    text: str
-    options: dict  # generate's arguments, the seed included
+    request: Request
+    options: dict  # as given (files as absolute paths), the seed included: the record's settings
     digest: str = ""  # what made it: a wav with this digest in its comment is this item's
 
 
@@ -129,22 +101,9 @@ def check_item(line: int, raw: dict, seen: set, folder: Path, model: str) -> Ite
     seen.add(item_id.casefold())
     if not isinstance(text, str) or not text.strip():
         raise ValueError("'text' is required: what to say")
-    unknown = set(raw) - set(ITEM_OPTIONS) - {"id", "text"}
-    if unknown:
-        raise ValueError(
-            f"unknown option(s) {', '.join(sorted(unknown))}; an item takes {', '.join(sorted(ITEM_OPTIONS))}"
-        )
-    options = {k: v for k, v in raw.items() if k in ITEM_OPTIONS and v is not None}
-    for key, value in options.items():
-        kinds = ITEM_OPTIONS[key]
-        if isinstance(value, bool) != (kinds is bool) or not isinstance(value, kinds):
-            raise ValueError(f"{key} must be {KIND_NAMES[kinds]}, got {value!r}")
-    options["num_step"] = options.pop("preset", None) or options.get("num_step", DEFAULT_PRESET)
-    if isinstance(options["num_step"], str) and options["num_step"] not in PRESETS:
-        raise ValueError(
-            f"unknown preset {options['num_step']!r}; choose one of {', '.join(PRESETS)}"
-        )
+    options = {k: v for k, v in raw.items() if k != "id" and v is not None}
     options.setdefault("seed", int(hashlib.sha256(item_id.encode()).hexdigest()[:8], 16) % 2**31)
+    request = Request.from_options(options, DOOR_PRESET)  # every option checked, before any model
     contents = {}
     for key in FILE_OPTIONS:
         if key in options:
@@ -155,19 +114,11 @@ def check_item(line: int, raw: dict, seen: set, folder: Path, model: str) -> Ite
                 )
             options[key] = str(file)
             contents[key] = hashlib.sha256(file.read_bytes()).hexdigest()
-    settings = {
-        k: v for k, v in options.items() if k not in FILE_OPTIONS
-    }  # files by their contents, not paths
-    bundle = PRESETS.get(options["num_step"]) if isinstance(options["num_step"], str) else None
-    made_of = {
-        "text": text,
-        "model": model,
-        "options": settings,
-        "preset": bundle,
-        "files": contents,
-    }
+    request = replace(request, **{key: options[key] for key in contents})
+    # What makes the audio: the checked request (its preset expanded) and the files' contents.
+    made_of = {"request": request.options(), "model": model, "files": contents}
     digest = hashlib.sha256(json.dumps(made_of, sort_keys=True).encode()).hexdigest()
-    return Item(line, item_id, text, options, digest)
+    return Item(line, item_id, request, {k: v for k, v in options.items() if k != "text"}, digest)
 
 
 def model_identity(source, precision: str) -> str:
@@ -210,7 +161,7 @@ class Synthesizer:
         settings = {**item.options, "precision": self.precision}
         started = time.perf_counter()
         try:
-            speech = self.voice.generate(item.text, **item.options)
+            speech = self.voice.generate(item.request)
         except REPORTED as exc:
             return Record(item.line, item.id, "failed", settings=settings, error=str(exc)), None
         except Exception as exc:  # noqa: BLE001 - one item's failure must not end the batch; the log has the trace
@@ -292,9 +243,8 @@ def _run_batch(
             )
         else:
             todo.append(item)
-    todo.sort(
-        key=lambda item: len(item.text), reverse=True
-    )  # the longest first: the workers finish together
+    # the longest first: the workers finish together
+    todo.sort(key=lambda item: len(item.request.text), reverse=True)
     logger.info(
         "%d items: %d to make, %d already made, %d bad lines",
         len(items),

@@ -19,9 +19,5 @@ class Cancelled(Exception):
     """The request was abandoned (its page closed, its client went away); synthesis stopped at the next step."""
 
 
-REPORTED = (
-    ValueError,
-    FileNotFoundError,
-    SynthesisError,
-    Busy,
-)  # bad input, bad artifacts, a failed run, a full line
+# bad input, bad artifacts, a failed run, a full line
+REPORTED = (ValueError, FileNotFoundError, SynthesisError, Busy)

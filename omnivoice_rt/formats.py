@@ -29,12 +29,8 @@ FORMATS = {
     "opus": ("audio/ogg", "OGG", "OPUS"),
     "pcm": ("audio/pcm", None, None),
 }
-STREAMED = {
-    "pcm",
-    "wav",
-    "mp3",
-    "opus",
-}  # formats whose bytes can leave before the end of the audio
+# formats whose bytes can leave before the end of the audio
+STREAMED = {"pcm", "wav", "mp3", "opus"}
 
 
 def available_formats() -> list[str]:

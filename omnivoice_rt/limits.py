@@ -13,28 +13,22 @@ import math
 
 MAX_TEXT_CHARS = 10_000  # text to speak; past ~30 s of speech it is made in chunks
 MAX_DURATION_S = 600.0  # a forced duration
-MIN_SPEED, MAX_SPEED = (
-    0.1,
-    10.0,
-)  # speaking rate: 1.0 normal; a bound each way keeps the estimate finite
+# speaking rate: 1.0 normal; a bound each way keeps the estimate finite
+MIN_SPEED, MAX_SPEED = (0.1, 10.0)
 MAX_STEPS = 64  # unmasking steps: the presets use 12, 16 and 32; upstream's docs suggest 16 to 32
 MIN_REFERENCE_S = 0.5  # of sound in a reference, after silence removal
-MAX_REFERENCE_S = (
-    30.0  # the codec's HuBERT attends over the whole reference: memory grows with its square
-)
-MAX_SOURCE_S = (
-    4 * MAX_REFERENCE_S
-)  # a reference recording before silence removal, read from its header
+# the codec's HuBERT attends over the whole reference: memory grows with its square
+MAX_REFERENCE_S = 30.0
+# a reference recording before silence removal, read from its header
+MAX_SOURCE_S = 4 * MAX_REFERENCE_S
 MAX_SOURCE_RATE = 192_000  # samples per second of a reference recording
 MAX_SOURCE_CHANNELS = 32
-MAX_TRANSCRIPT_CHARS = (
-    2_000  # a reference's transcript: 30 s of fast speech is about 600 characters
-)
+# a reference's transcript: 30 s of fast speech is about 600 characters
+MAX_TRANSCRIPT_CHARS = 2_000
 MAX_PROMPT_FILE_BYTES = 1 << 20  # a voice prompt .npz: 30 s of codes are 48 kB
 MAX_UPLOAD = "20mb"  # any upload to the Space
-MAX_WAITING = (
-    32  # requests waiting for their turn in a server, all doors together; more are turned away
-)
+# requests waiting for their turn in a server, all doors together; more are turned away
+MAX_WAITING = 32
 # One attention layer holds heads x rows x rows float32 scores for the conditional row: at 2 GiB
 # the real model (16 heads) takes 5,792 positions, far beyond a 30 s reference and a 15 s chunk.
 ATTENTION_BUDGET_BYTES = 2 << 30

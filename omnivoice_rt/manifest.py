@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 MANIFEST_NAME = "omnivoice_manifest.json"
 FORMAT_VERSION = 1
 
-# Precision name -> the profile's folder, relative to the artifact root (DESIGN.md section 2).
+# Precision name -> the profile's folder, relative to the artifact root (docs/design.md section 2).
 PROFILE_DIRS = {"fp16": ".", "int4": "int4", "int8": "int8", "cuda": "cuda", "fp32": "fp32"}
 
 
@@ -79,7 +79,7 @@ def read_manifest(root: str | Path) -> dict:
     return manifest
 
 
-# The model facts of DESIGN.md section 1, for folders without our manifest. The hop and frame
+# The model facts of docs/design.md section 1, for folders without our manifest. The hop and frame
 # rate are measured from the codec when it loads (see codec.py), never read from a foreign file.
 DEFAULT_MODEL = {
     "num_audio_codebook": 8,

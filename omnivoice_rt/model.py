@@ -19,9 +19,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import unicodedata
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -31,105 +30,34 @@ from omnivoice_rt.asr import Transcriber
 from omnivoice_rt.bidirectional import llm_feeds, position_table, present_names
 from omnivoice_rt.errors import ArtifactError, Cancelled
 from omnivoice_rt.limits import (
-    MAX_DURATION_S,
     MAX_REFERENCE_S,
-    MAX_SPEED,
-    MAX_STEPS,
-    MAX_TEXT_CHARS,
     MAX_TRANSCRIPT_CHARS,
     MIN_REFERENCE_S,
-    MIN_SPEED,
     max_row,
 )
 from omnivoice_rt.prompt import Prompt, TextTokenizer, build_prompt, text_ids
+from omnivoice_rt.request import (  # PRESETS, GenerationSettings, check_text: importable from here too
+    PRESETS,  # noqa: F401
+    GenerationSettings,
+    Request,
+    check_text,  # noqa: F401
+    options_signature,
+)
 from omnivoice_rt.sessions import load_graphs
 from omnivoice_rt.text import (
-    ZH_RE,
     add_punctuation,
     check_string,
     chunk_text_punctuation,
     estimate_frames,
-    resolve_instruct,
-    resolve_language,
 )
-from omnivoice_rt.unmask import UnmaskSettings, unmask
+from omnivoice_rt.unmask import unmask
 from omnivoice_rt.voice_prompt import VoicePrompt
 
 logger = logging.getLogger(__name__)
 
-# Presets: bundles of the settings that trade exactness for speed, one table for the runtime, the
-# CLI and the app. ``best`` is upstream's generation, code for code (tests/test_runtime.py). The
-# others follow ports that measured quality on the real weights (no real weights exist here, so
-# none of this is measured here): 16 steps match 32 on WER and 12 matched it in a 48-sentence test
-# (8 did not); a prompt K/V cache refreshed every 8 steps kept the character error rate and cost
-# 0.01-0.02 speaker similarity; reusing the unconditional log-probabilities for 3 steps changed no
-# metric (omnivoice-mlx, omnivoice-fastpath).
-PRESETS = {
-    "best": {"num_step": 32, "prompt_cache_refresh": 0, "guidance_every": 1},
-    "balanced": {"num_step": 16, "prompt_cache_refresh": 8, "guidance_every": 3},
-    "fast": {"num_step": 12, "prompt_cache_refresh": 6, "guidance_every": 3},
-}
 Progress = Callable[[int, int], None]
-SENTENCE_SECONDS = (
-    4.0  # stream(sentences=True): pieces of about a sentence, sentences joined up to this length
-)
-
-
-@dataclass(frozen=True)
-class GenerationSettings(UnmaskSettings):
-    """Per-call settings: the unmasking loop's, and the rest of upstream's
-    ``OmniVoiceGenerationConfig``, with its defaults."""
-
-    denoise: bool = True
-    preprocess_prompt: bool = True
-    postprocess_output: bool = True
-    audio_chunk_duration: float = 15.0
-    audio_chunk_threshold: float = 30.0
-    pad_duration: float = 0.1
-    fade_duration: float = 0.1
-    # 0: every step runs the whole conditional row (exact). r > 0: it runs in full every r-th step
-    # and keeps the prompt's keys and values; the steps between run the target alone against them.
-    prompt_cache_refresh: int = 0
-    guidance_every: int = (
-        1  # the unconditional row runs every k-th step; its log-probabilities are reused between
-    )
-
-    @classmethod
-    def preset(cls, name: str, **overrides) -> GenerationSettings:
-        """The settings of preset ``name`` (see ``PRESETS``), with ``overrides`` on top."""
-        if name not in PRESETS:
-            raise ValueError(f"unknown preset {name!r}; use one of {', '.join(PRESETS)}")
-        return cls(**{**PRESETS[name], **overrides})
-
-    def validate(self) -> None:
-        if not isinstance(self.num_step, (int, np.integer)) or not 1 <= self.num_step <= MAX_STEPS:
-            raise ValueError(
-                f"num_step must be an integer from 1 to {MAX_STEPS} (12, 16 or 32 are typical), "
-                f"got {self.num_step}"
-            )
-        for name in (
-            "guidance_scale",
-            "t_shift",
-            "layer_penalty_factor",
-            "position_temperature",
-            "class_temperature",
-        ):
-            value = getattr(self, name)
-            if not np.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {value}")
-        if self.t_shift == 0:
-            raise ValueError("t_shift must be > 0 (upstream's default is 0.1)")
-        if (
-            not isinstance(self.prompt_cache_refresh, (int, np.integer))
-            or self.prompt_cache_refresh < 0
-        ):
-            raise ValueError(
-                f"prompt_cache_refresh must be an integer >= 0 (0: exact), got {self.prompt_cache_refresh}"
-            )
-        if not isinstance(self.guidance_every, (int, np.integer)) or self.guidance_every < 1:
-            raise ValueError(
-                f"guidance_every must be an integer >= 1 (1: exact), got {self.guidance_every}"
-            )
+# stream(sentences=True): pieces of about a sentence, sentences joined up to this length
+SENTENCE_SECONDS = 4.0
 
 
 @dataclass
@@ -166,24 +94,6 @@ class Speech:
         return cls(waveform, parts[0].sample_rate, codes, metadata)
 
 
-def check_text(text) -> str:
-    text = check_string(text, "text")
-    text = "".join(c for c in text if unicodedata.category(c) != "Cc" or c in "\n\t")
-    if not text.strip():
-        raise ValueError("text is empty: type something to say")
-    if len(text) > MAX_TEXT_CHARS:
-        raise ValueError(
-            f"text is {len(text)} characters long; the limit is {MAX_TEXT_CHARS}. Split it into parts."
-        )
-    if not any(unicodedata.category(c)[0] in "LN" for c in text):
-        raise ValueError("text has no letters or digits to speak (only punctuation or symbols)")
-    return text
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-
-
 class OmniVoiceONNX:
     """OmniVoice text-to-speech on ONNX Runtime. Build with :meth:`load`."""
 
@@ -204,17 +114,15 @@ class OmniVoiceONNX:
         llm_input = graphs["llm_decoder"].input("inputs_embeds")
         self._llm_dtype = np.float16 if llm_input.dtype == "float16" else np.float32
         self._call = threading.local()  # what one generate call measures
-        self._presents = (
-            present_names(graphs["llm_decoder"].session) or {}
-        )  # for the prompt K/V cache
+        # for the prompt K/V cache
+        self._presents = present_names(graphs["llm_decoder"].session) or {}
         heads = int(self.config.get("num_attention_heads") or 16)
         table = position_table(graphs["llm_decoder"].path) or self.config.get(
             "max_position_embeddings"
         )
         self.max_row, self.max_row_reason = max_row(heads, table)
-        self.text_vocab = int(
-            self.config.get("text_vocab_size") or 0
-        )  # rows of the text embedding table
+        # rows of the text embedding table
+        self.text_vocab = int(self.config.get("text_vocab_size") or 0)
         # The speech recogniser for references without a transcript: set one, or the default loads
         # on first need (see transcriber()).
         self.asr: Transcriber | None = None
@@ -345,9 +253,8 @@ class OmniVoiceONNX:
         if rms < 0.1:
             wav = wav * np.float32(0.1 / rms)
         if preprocess_prompt:
-            if (
-                transcribe
-            ):  # upstream: a long reference is cut at a silence, unless its transcript is given
+            # upstream: a long reference is cut at a silence, unless its transcript is given
+            if transcribe:
                 wav = audio_ops.trim_long_audio(wav, self.sample_rate, trim_threshold=20.0)
             wav = audio_ops.remove_silence(
                 wav, self.sample_rate, mid_sil=200, lead_sil=100, trail_sil=200
@@ -386,32 +293,44 @@ class OmniVoiceONNX:
 
     # ------------------------------------------------------------------ synthesis
 
-    def generate(self, text: str, **kwargs) -> Speech:
-        """Speech for ``text``. Keyword arguments: ``language``, ``instruct``, ``ref_audio`` with
-        ``ref_text`` or ``voice_prompt``, ``duration``, ``speed``, ``seed``, ``progress(done, total)``,
-        ``should_stop()``, ``settings``, and fields of :class:`GenerationSettings` (num_step=16, ...;
-        ``num_step="balanced"`` takes a preset's whole bundle).
+    @options_signature
+    def generate(
+        self, text: str | Request, *, progress=None, should_stop=None, **options
+    ) -> Speech:
+        """Speech for ``text``: a :class:`Request`, or a text with the options of ``OPTIONS`` as keyword
+        arguments (``language``, ``instruct``, ``ref_audio`` with ``ref_text`` or ``voice_prompt``,
+        ``duration``, ``speed``, ``seed``, ``preset`` (``best`` here) and the settings of
+        :class:`GenerationSettings`). ``progress(done, total)`` is told each unmasking step.
 
         ``should_stop()`` is asked after every unmasking step; when it says yes, :class:`Cancelled`
         is raised there (a server stops the work of a client that went away). Long texts are made
         in ~15 s pieces, joined and post-processed as one waveform, as upstream does."""
-        request = self._prepare(text, **kwargs)
-        chunks = [codes for _piece, codes in self._unmask(request)]
+        job = self._prepare(as_request(text, options), progress, should_stop)
+        chunks = [codes for _piece, codes in self._unmask(job)]
         unmasked = time.perf_counter()
         waveform = audio_ops.cross_fade(
             [self.codec.decode(codes) for codes in chunks], self.sample_rate
         )
         decoded = time.perf_counter()
-        waveform = self._post_process(waveform, request.ref_rms, request.settings)
+        waveform = self._post_process(waveform, job.ref_rms, job.settings)
         timings = {
-            "unmask": unmasked - request.started,
+            "unmask": unmasked - job.started,
             "decode": decoded - unmasked,
             "postprocess": time.perf_counter() - decoded,
         }
-        return self._speech(waveform[0], chunks, request, timings)
+        return self._speech(waveform[0], chunks, job, timings)
 
-    def stream(self, text: str, *, sentences: bool = False, **kwargs) -> Iterator[Speech]:
-        """Speech for ``text`` as it is made: one :class:`Speech` per piece, ready to play, each
+    @options_signature
+    def stream(
+        self,
+        text: str | Request,
+        *,
+        sentences: bool = False,
+        progress=None,
+        should_stop=None,
+        **options,
+    ) -> Iterator[Speech]:
+        """Speech for ``text`` (or a :class:`Request`) as it is made: one :class:`Speech` per piece, ready to play, each
         as soon as its piece is decoded. The pieces joined (:meth:`Speech.join`) are the whole
         result. Takes :meth:`generate`'s arguments.
 
@@ -422,12 +341,11 @@ class OmniVoiceONNX:
         about a sentence (about ``SENTENCE_SECONDS``) so the first audio comes sooner; the pieces
         after the first take it as their reference, as long texts do upstream, and prosody can
         break where they join."""
-        request = self._prepare(
-            text, sentences=sentences, **kwargs
-        )  # bad input fails here, not at the first piece
-        return self._stream(request)
+        # Bad input fails here, not at the first piece.
+        job = self._prepare(as_request(text, options), progress, should_stop, sentences)
+        return self._stream(job)
 
-    def _stream(self, request: _Request) -> Iterator[Speech]:
+    def _stream(self, request: _Job) -> Iterator[Speech]:
         count = len(request.plan)
         seam = audio_ops.seam_length(self.sample_rate)  # cross_fade's silence between pieces
         pad = int(request.settings.pad_duration * self.sample_rate)
@@ -445,56 +363,23 @@ class OmniVoiceONNX:
             speech.metadata.update(piece=index, pieces=count, text=piece.text)
             yield speech
 
-    def _prepare(
-        self,
-        text,
-        *,
-        language=None,
-        instruct=None,
-        ref_audio=None,
-        ref_text=None,
-        voice_prompt=None,
-        duration=None,
-        speed=None,
-        seed=None,
-        progress=None,
-        should_stop=None,
-        settings=None,
-        sentences=False,
-        **overrides,
-    ) -> _Request:
-        """Check a request and plan it: every piece's size is known, and checked, before the model runs."""
+    def _prepare(self, request: Request, progress, should_stop, sentences=False) -> _Job:
+        """Plan a checked request: every piece's size is known, and checked, before the model runs."""
         started = time.perf_counter()
-        if isinstance(overrides.get("num_step"), str):  # a preset's name: its whole bundle
-            settings = GenerationSettings.preset(overrides.pop("num_step"), **overrides)
-        else:
-            settings = replace(settings or GenerationSettings(), **overrides)
-        settings.validate()
-        text = check_text(text)
-        if duration is not None and not (_is_number(duration) and 0 < duration <= MAX_DURATION_S):
-            raise ValueError(
-                f"duration must be in (0, {MAX_DURATION_S:.0f}] seconds, got {duration!r}"
-            )
-        if speed is not None and not (_is_number(speed) and MIN_SPEED <= speed <= MAX_SPEED):
-            raise ValueError(
-                f"speed must be from {MIN_SPEED:g} to {MAX_SPEED:g} (1.0 is normal), got {speed!r}"
-            )
-        language = resolve_language(language)
-        instruct = resolve_instruct(instruct, use_zh=bool(ZH_RE.search(text)))
-
+        settings, language, instruct = request.settings, request.language, request.instruct
+        voice_prompt = request.voice_prompt
         if isinstance(voice_prompt, (str, Path)):
             voice_prompt = VoicePrompt.load(voice_prompt, self.num_codebooks)
-        if voice_prompt is None and ref_audio is not None:
+        if voice_prompt is None and request.ref_audio is not None:
             voice_prompt = self.create_voice_prompt(
-                ref_audio, ref_text, settings.preprocess_prompt, language
+                request.ref_audio, request.ref_text, settings.preprocess_prompt, language
             )
-        elif voice_prompt is None and ref_text:
-            raise ValueError("ref_text was given without ref_audio or a voice prompt")
         ref_codes = voice_prompt.codes if voice_prompt is not None else None
         ref_text = voice_prompt.text if voice_prompt is not None else None
         ref_frames = ref_codes.shape[1] if ref_codes is not None else None
 
         # Target length: duration overrides the estimate; speed scales it.
+        text, duration, speed = request.text, request.duration, request.speed
         estimate = estimate_frames(text, ref_text, ref_frames, 1.0 if duration else (speed or 1.0))
         target_len = max(1, int(duration * self.frame_rate)) if duration else estimate
         chunk_speed = estimate / target_len if duration else (speed or 1.0)
@@ -504,20 +389,20 @@ class OmniVoiceONNX:
         )
         for piece in plan:
             self._check_row(piece, language, instruct, settings.denoise)
-        return _Request(
+        return _Job(
             plan=plan,
             settings=settings,
             language=language,
             instruct=instruct,
             ref_codes=ref_codes,
             ref_rms=voice_prompt.rms if voice_prompt is not None else None,
-            rng=np.random.default_rng(seed),
+            rng=np.random.default_rng(request.seed),
             steps=_StepCounter(progress, settings.num_step * len(plan), should_stop),
             started=started,
             timings={},
         )
 
-    def _unmask(self, request: _Request) -> Iterator[tuple[_Piece, np.ndarray]]:
+    def _unmask(self, request: _Job) -> Iterator[tuple[_Piece, np.ndarray]]:
         """Each piece of the plan and its codes, in order (a piece may take the first one's codes as its reference)."""
         first = None
         for piece in request.plan:
@@ -550,7 +435,7 @@ class OmniVoiceONNX:
             yield piece, codes
 
     def _speech(
-        self, waveform: np.ndarray, chunks: list[np.ndarray], request: _Request, timings: dict
+        self, waveform: np.ndarray, chunks: list[np.ndarray], request: _Job, timings: dict
     ) -> Speech:
         """A result with what it took: this part's timings, the model's so far, the time since the request."""
         speech = Speech(waveform=waveform, sample_rate=self.sample_rate, codes=chunks)
@@ -656,8 +541,19 @@ class OmniVoiceONNX:
         )
 
 
+def as_request(text: str | Request, options: dict) -> Request:
+    """``generate``'s first argument and keyword options as one :class:`Request`."""
+    if isinstance(text, Request):
+        if options:
+            raise ValueError(
+                f"a Request carries its options: give {', '.join(options)} in it, not beside it"
+            )
+        return text
+    return Request.from_options({"text": text, **options})
+
+
 @dataclass
-class _Request:
+class _Job:
     """A checked request, planned: its pieces, settings, conditioning, random draws and progress."""
 
     plan: list[_Piece]

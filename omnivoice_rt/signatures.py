@@ -1,6 +1,6 @@
 """The graph signatures we know, and binding a graph to its role by its input and output names.
 
-An artifact folder has seven graphs, each with a role (DESIGN.md section 2). Two contracts name
+An artifact folder has seven graphs, each with a role (docs/design.md section 2). Two contracts name
 their inputs and outputs:
 
 - ``published``: onnx-community/OmniVoice-Onnx as public scripts load it, and every folder that

@@ -115,9 +115,8 @@ def _check_members(path, num_codebooks: int, max_frames: int) -> None:
                 raise ValueError(
                     f"its transcript is {dtype.itemsize // 4} characters; the limit is {MAX_TRANSCRIPT_CHARS}"
                 )
-            if info.file_size > 1024 + dtype.itemsize * int(
-                np.prod(shape)
-            ):  # more bytes than the header says
+            # more bytes than the header says
+            if info.file_size > 1024 + dtype.itemsize * int(np.prod(shape)):
                 raise ValueError(
                     f"{name} holds {info.file_size} bytes, more than its header declares"
                 )

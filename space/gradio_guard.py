@@ -98,9 +98,8 @@ def accept_mcp_files(demo: gr.Blocks) -> None:
     that file, anything else as Gradio's MCP takes it (an http(s) URL, a ``data:`` URI)."""
     import gradio.mcp
 
-    gradio.mcp.DEFAULT_TEMP_DIR = (
-        get_upload_folder()
-    )  # where it saves data: URIs, read at its import
+    # where it saves data: URIs, read at its import
+    gradio.mcp.DEFAULT_TEMP_DIR = get_upload_folder()
     server = demo.mcp_server_obj
     convert = server.convert_strings_to_filedata
 

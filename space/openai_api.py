@@ -33,10 +33,11 @@ from starlette.requests import ClientDisconnect
 from omnivoice_rt.errors import ArtifactError, Busy, Cancelled, SynthesisError
 from omnivoice_rt.formats import FORMATS, AudioWriter, available_formats
 from omnivoice_rt.limits import MAX_SPEED, MIN_SPEED
-from omnivoice_rt.model import PRESETS, check_text
+from omnivoice_rt.request import DOOR_PRESET, PRESETS, check_text
+from omnivoice_rt.request import Request as SynthesisRequest
 from omnivoice_rt.text import resolve_instruct, resolve_language
 from omnivoice_rt.voice_prompt import VoicePrompt
-from space.serving import APP_PRESET, DEFAULTS, Voices, resolve_seed, settings_kwargs
+from space.serving import Voices, resolve_seed
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ OPENAI_VOICES = {
 }
 AUTO_VOICE = "auto"  # the model chooses the voice
 # OpenAI's model names, taken as presets of the server's default precision.
-OPENAI_MODELS = {"tts-1": "fast", "gpt-4o-mini-tts": APP_PRESET, "tts-1-hd": "best"}
+OPENAI_MODELS = {"tts-1": "fast", "gpt-4o-mini-tts": DOOR_PRESET, "tts-1-hd": "best"}
 MODEL = "omnivoice"  # the server's default precision and preset; "omnivoice-int8" and so on name a precision
 MAX_BODY_BYTES = 1 << 20  # a request body: 10,000 characters of text are at most 40 kB of JSON
 VOICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -121,19 +122,13 @@ def api_error(exc: Exception) -> ApiError:
 
 @dataclass
 class SpeechRequest:
-    """A checked body of ``POST /v1/audio/speech``."""
+    """A checked body of ``POST /v1/audio/speech``: the synthesis and how to answer."""
 
-    text: str
+    synthesis: SynthesisRequest
     precision: str
-    preset: str
     voice: str
-    instruct: str | None
-    voice_prompt: Path | None
     response_format: str
-    speed: float
     sse: bool
-    seed: int
-    language: str | None
     sentences: bool
 
 
@@ -162,9 +157,9 @@ class OpenAIDoor:
     def models(self) -> dict[str, tuple[str, str]]:
         """Every model name this server answers to: (precision, preset)."""
         default = self.voices.default
-        table = {MODEL: (default, APP_PRESET)}
+        table = {MODEL: (default, DOOR_PRESET)}
         table.update(
-            {f"{MODEL}-{precision}": (precision, APP_PRESET) for precision in self.voices.offered}
+            {f"{MODEL}-{precision}": (precision, DOOR_PRESET) for precision in self.voices.offered}
         )
         table.update({name: (default, preset) for name, preset in OPENAI_MODELS.items()})
         return table
@@ -190,9 +185,8 @@ class OpenAIDoor:
                 400, "'input' is required: the text to speak, a non-empty string.", param="input"
             )
         try:
-            text = check_text(
-                text
-            )  # before the line: a request that cannot run does not wait for its turn
+            # before the line: a request that cannot run does not wait for its turn
+            text = check_text(text)
         except ValueError as exc:
             raise ApiError(400, str(exc), param="input") from exc
         model = body.get("model") or MODEL
@@ -281,18 +275,24 @@ class OpenAIDoor:
                 raise ApiError(
                     400, f"The saved voice {voice!r} cannot be used: {exc}", param="voice"
                 ) from exc
+        options = {
+            "text": text,
+            "language": language or None,
+            "instruct": instruct,
+            "voice_prompt": str(saved[voice]) if voice in saved else None,
+            "speed": float(speed),
+            "seed": resolve_seed(seed, seed is None),
+        }
+        try:
+            synthesis = SynthesisRequest.from_options(options, preset)
+        except ValueError as exc:  # each field was checked above; this is what is left
+            raise ApiError(400, str(exc)) from exc
         return SpeechRequest(
-            text=text,
+            synthesis=synthesis,
             precision=precision,
-            preset=preset,
             voice=voice,
-            instruct=instruct,
-            voice_prompt=saved.get(voice),
             response_format=fmt,
-            speed=float(speed),
             sse=stream_format == "sse",
-            seed=resolve_seed(seed, seed is None),
-            language=language or None,
             sentences=bool(body.get("sentences")),
         )
 
@@ -370,9 +370,8 @@ class SpeechJob:
 
     def __init__(self, voices: Voices, request: SpeechRequest):
         self.voices, self.request = voices, request
-        self.stopped = (
-            threading.Event()
-        )  # the client went away: the synthesis stops at its next step
+        # the client went away: the synthesis stops at its next step
+        self.stopped = threading.Event()
         self.ahead = 0  # requests ahead in the line when this one arrived
         self._stack = contextlib.ExitStack()
         self._pieces: Iterator | None = None
@@ -381,27 +380,16 @@ class SpeechJob:
 
     def start(self) -> None:
         request = self.request
-        settings = settings_kwargs(
-            PRESETS[request.preset]["num_step"],
-            DEFAULTS["guidance"],
-            request.speed,
-            preset=request.preset,
-        )
-        job = dict(
-            text=request.text,
-            language=request.language,
-            instruct=request.instruct,
-            seed=request.seed,
-            voice_prompt=str(request.voice_prompt) if request.voice_prompt else None,
-            **settings,
-        )
         try:
             prepared = self.voices.prepared(
-                request.precision, job, on_wait=self._waiting, should_stop=self.stopped.is_set
+                request.precision,
+                request.synthesis,
+                on_wait=self._waiting,
+                should_stop=self.stopped.is_set,
             )
-            voice, job, _ = self._stack.enter_context(prepared)
+            voice, synthesis, _ = self._stack.enter_context(prepared)
             self._pieces = voice.stream(
-                sentences=request.sentences, should_stop=self.stopped.is_set, **job
+                synthesis, sentences=request.sentences, should_stop=self.stopped.is_set
             )
             self._first = next(self._pieces)
         except BaseException as exc:
@@ -428,9 +416,9 @@ class SpeechJob:
                     {
                         "type": "speech.audio.done",
                         "usage": {
-                            "input_tokens": len(request.text),
+                            "input_tokens": len(request.synthesis.text),
                             "output_tokens": 0,
-                            "total_tokens": len(request.text),
+                            "total_tokens": len(request.synthesis.text),
                         },
                     }
                 )
@@ -468,15 +456,14 @@ class SpeechResponse(StreamingResponse):
         super().__init__(
             job.body,
             media_type=media_type,
-            headers={"X-Seed": str(request.seed), "X-Queue-Ahead": str(job.ahead)},
+            headers={"X-Seed": str(request.synthesis.seed), "X-Queue-Ahead": str(job.ahead)},
         )
         self.job = job
 
     async def __call__(self, scope, receive, send) -> None:
         try:
-            async with watching(
-                receive, self.job.stopped
-            ):  # a client gone mid-answer stops the piece being made
+            # a client gone mid-answer stops the piece being made
+            async with watching(receive, self.job.stopped):
                 await super().__call__(scope, receive, send)
         finally:
             with anyio.CancelScope(shield=True):

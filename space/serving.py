@@ -28,9 +28,9 @@ from omnivoice_rt.errors import ArtifactError, Busy, Cancelled
 from omnivoice_rt.hub import DEFAULT_REPO, available_precisions
 from omnivoice_rt.limits import MAX_WAITING
 from omnivoice_rt.manifest import PROFILE_DIRS, load_manifest
-from omnivoice_rt.model import PRESETS, OmniVoiceONNX
+from omnivoice_rt.model import OmniVoiceONNX
+from omnivoice_rt.request import DOOR_PRESET, PRESETS, GenerationSettings, Request
 from omnivoice_rt.sessions import cuda_available
-from omnivoice_rt.text import check_string
 from omnivoice_rt.voice_prompt import VoicePrompt
 
 logger = logging.getLogger(__name__)
@@ -42,40 +42,35 @@ PRECISIONS = {
     "fp32": "fp32 (CPU, reference): everything fp32",
     "cuda": "cuda (GPU): fp16 everything, CUDA execution provider",
 }
-APP_PRESET = "balanced"  # the server's default: a CPU Space should answer in seconds, not a minute
-# Every door's defaults, one table (the CLI's: the same preset, a random seed).
+# The page's settings as they start, and the API's defaults (the doors' preset, a random seed).
 DEFAULTS = {
-    "num_step": PRESETS[APP_PRESET]["num_step"],
-    "guidance": 2.0,
+    "num_step": PRESETS[DOOR_PRESET]["num_step"],
+    "guidance": GenerationSettings.guidance_scale,
     "speed": 1.0,
     "duration": 0.0,
     "seed": 0,
     "randomize_seed": True,
-    "denoise": True,
-    "postprocess": True,
-    "preset": APP_PRESET,
+    "denoise": GenerationSettings.denoise,
+    "postprocess": GenerationSettings.postprocess_output,
+    "preset": DOOR_PRESET,
 }
 LEAVE_CHECK_S = 0.1  # how often a request waiting in line checks that its client is still there
-PROMPT_CACHE_SIZE = (
-    16  # voice prompts kept, keyed by the reference's bytes, its transcript and the precision
-)
+# voice prompts kept, keyed by the reference's bytes, its transcript and the precision
+PROMPT_CACHE_SIZE = 16
 
 
 @dataclass
 class Config:
-    source: str | None = (
-        None  # artifact folder or Hub repo; None: $OMNIVOICE_REPO or the default repo
-    )
+    # artifact folder or Hub repo; None: $OMNIVOICE_REPO or the default repo
+    source: str | None = None
     precision: str = "int4"
     threads: int | None = None
     preload: bool = False  # load the default precision in the background as the server starts
     concurrency: int = 1  # syntheses at once; loads and downloads do not take a slot
-    asr_model: str | None = (
-        None  # speech recogniser: folder or Hub repo; None: $OMNIVOICE_ASR_MODEL or whisper-base
-    )
-    max_waiting: int = (
-        MAX_WAITING  # requests waiting in line, all doors together; more are turned away
-    )
+    # speech recogniser: folder or Hub repo; None: $OMNIVOICE_ASR_MODEL or whisper-base
+    asr_model: str | None = None
+    # requests waiting in line, all doors together; more are turned away
+    max_waiting: int = MAX_WAITING
 
 
 def offered_precisions(source: str | None) -> list[str]:
@@ -91,30 +86,6 @@ def offered_precisions(source: str | None) -> list[str]:
 
 def resolve_seed(seed, randomize: bool) -> int:
     return random.randrange(2**31) if randomize or seed is None else int(seed)
-
-
-def settings_kwargs(
-    num_step=DEFAULTS["num_step"],
-    guidance=DEFAULTS["guidance"],
-    speed=1.0,
-    duration=0.0,
-    denoise=True,
-    postprocess=True,
-    preset=APP_PRESET,
-) -> dict:
-    """Settings as ``generate`` arguments; the preset brings its cache and guidance reuse."""
-    if preset not in PRESETS:
-        raise ValueError(f"Unknown preset {preset!r}; choose one of {', '.join(PRESETS)}.")
-    bundle = {k: v for k, v in PRESETS[preset].items() if k != "num_step"}
-    return {
-        **bundle,
-        "num_step": int(num_step),
-        "guidance_scale": float(guidance),
-        "speed": float(speed) if speed and float(speed) != 1.0 else None,
-        "duration": float(duration) if duration and float(duration) > 0 else None,
-        "denoise": bool(denoise),
-        "postprocess_output": bool(postprocess),
-    }
 
 
 class Line:
@@ -201,9 +172,8 @@ class Voices:
         self.line = Line(config.concurrency, config.max_waiting)
         self.asr: Transcriber | None = None  # one speech recogniser for every precision
         self._asr_lock = threading.Lock()
-        self.prompts: OrderedDict[tuple, VoicePrompt] = (
-            OrderedDict()
-        )  # the last PROMPT_CACHE_SIZE references
+        # the last PROMPT_CACHE_SIZE references
+        self.prompts: OrderedDict[tuple, VoicePrompt] = OrderedDict()
         self._prompts_lock = threading.Lock()
 
     def slot(self, progress=None, on_wait=None, should_stop=None):
@@ -298,26 +268,38 @@ class Voices:
 
     @contextlib.contextmanager
     def prepared(
-        self, precision: str, request: dict, progress=None, on_wait=None, should_stop=None
+        self, precision: str, request: Request, progress=None, on_wait=None, should_stop=None
     ):
         """What every synthesis door does first: load the precision (outside the line), wait for
         a turn, turn the reference into a voice prompt (from the cache, or transcribed and encoded
         now); yields (voice, request, reused) for the block, which does the synthesis in its turn.
         ``should_stop()``: the client went away; the request leaves the line (:class:`Cancelled`)."""
-        if request.get("ref_text") is not None:
-            check_string(request["ref_text"], "ref_text (the reference's transcript)")
+        reference = (request.ref_audio, request.ref_text, request.language)
+        with self.reference(precision, *reference, progress, on_wait, should_stop) as ready:
+            voice, prompt, reused = ready
+            yield voice, request if prompt is None else request.with_prompt(prompt), reused
+
+    @contextlib.contextmanager
+    def reference(
+        self,
+        precision,
+        ref_audio,
+        ref_text,
+        language,
+        progress=None,
+        on_wait=None,
+        should_stop=None,
+    ):
+        """A turn in the line with ``ref_audio`` (if any) encoded: yields (voice, voice prompt or
+        None, whether it was reused); the speech recogniser is loaded first if it must transcribe."""
         voice = self.get(precision, progress)
-        if request.get("ref_audio") and not (request.get("ref_text") or "").strip():
+        if ref_audio is not None and not (ref_text or "").strip():
             voice.asr = self.transcriber(progress)  # the server's one recogniser
         with self.slot(progress, on_wait, should_stop):
-            if request.get("ref_audio"):
-                prompt, reused = self.voice_prompt(
-                    voice, request["ref_audio"], request.get("ref_text"), request.get("language")
-                )
-                request = {**request, "ref_audio": None, "ref_text": None, "voice_prompt": prompt}
+            if ref_audio is None:
+                yield voice, None, False
             else:
-                reused = False
-            yield voice, request, reused
+                yield voice, *self.voice_prompt(voice, ref_audio, ref_text, language)
 
     def preload(self, precision: str) -> threading.Thread:
         """Load ``precision``, then the speech recogniser, in the background; requests wait for these loads."""

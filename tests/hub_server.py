@@ -18,9 +18,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-LFS_THRESHOLD = (
-    10_000  # files at least this big are served as LFS files, as the Hub does for weights
-)
+# files at least this big are served as LFS files, as the Hub does for weights
+LFS_THRESHOLD = 10_000
 
 
 class HubServer:

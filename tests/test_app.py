@@ -44,9 +44,8 @@ def test_api_lists_the_stable_endpoints_only(client):
     info = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
     for endpoint in ("/synthesize", "/clone"):
         preset = next(p for p in info[endpoint]["parameters"] if p["parameter_name"] == "preset")
-        assert (
-            preset["parameter_default"] == "balanced"
-        )  # the page's and the API's default on a CPU
+        # the page's and the API's default on a CPU
+        assert preset["parameter_default"] == "balanced"
         assert preset["python_type"]["type"] == "Literal['best', 'balanced', 'fast']"
 
 
@@ -70,9 +69,8 @@ def test_the_api_returns_the_runtime_waveform_at_its_loudness(client, cpu_artifa
         "Loudness kept.", "English", "", "int4", **FIXED, api_name="/synthesize"
     )
     audio, _ = read(path)
-    cache = {
-        k: v for k, v in PRESETS["balanced"].items() if k != "num_step"
-    }  # the API's default preset
+    # the API's default preset
+    cache = {k: v for k, v in PRESETS["balanced"].items() if k != "num_step"}
     expected = (
         OmniVoiceONNX.load(cpu_artifacts, "int4")
         .generate(

@@ -40,18 +40,15 @@ def test_the_recogniser_transcribes_a_file_or_an_array(tiny_whisper, reference, 
     import soundfile as sf
 
     recogniser = Transcriber.load(tiny_whisper, quantization=quantization)
-    assert (
-        len(recogniser.languages) == 99 and {"en", "zh", "haw", "jw"} <= recogniser.languages
-    )  # as whisper-base
+    # as whisper-base
+    assert len(recogniser.languages) == 99 and {"en", "zh", "haw", "jw"} <= recogniser.languages
     data, rate = sf.read(reference, dtype="float32")
     assert recogniser.transcribe(reference, language="en") == TRANSCRIPT
-    assert (
-        recogniser.transcribe((data, rate), language="English") == TRANSCRIPT
-    )  # names, as the page sends them
+    # names, as the page sends them
+    assert recogniser.transcribe((data, rate), language="English") == TRANSCRIPT
     assert recogniser.transcribe(reference) == TRANSCRIPT  # Whisper detects the language
-    assert (
-        recogniser.transcribe(reference, language="kbt") == TRANSCRIPT
-    )  # one Whisper lacks: detected
+    # one Whisper lacks: detected
+    assert recogniser.transcribe(reference, language="kbt") == TRANSCRIPT
 
 
 def test_cloning_without_a_transcript_equals_cloning_with_it(voice, reference, tmp_path):
@@ -132,9 +129,8 @@ def test_the_default_recogniser_downloads_once_then_works_offline(
 ):
     served = tmp_path / "repo"
     shutil.copytree(tiny_whisper, served)
-    (served / "onnx" / "unused_fp16.onnx").write_bytes(
-        b"x" * 1000
-    )  # a variant the int8 default never fetches
+    # a variant the int8 default never fetches
+    (served / "onnx" / "unused_fp16.onnx").write_bytes(b"x" * 1000)
     server = HubServer(served, DEFAULT_ASR_MODEL).start()
     try:
         online = transcribe_in_a_fresh_process(

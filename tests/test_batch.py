@@ -105,7 +105,7 @@ def test_one_process_makes_each_item_as_generate_does(single, items, cpu_artifac
     assert [r["line"] for r in records] == list(range(1, len(records) + 1))
     by_id = {r["id"]: r for r in records if r["status"] == "made"}
     assert set(by_id) == {item["id"] for item in GOOD}
-    assert by_id["prompted"]["settings"]["num_step"] == "fast" and by_id["plain"]["rtf"] > 0
+    assert by_id["prompted"]["settings"]["preset"] == "fast" and by_id["plain"]["rtf"] > 0
     failed = [r for r in records if r["status"] == "failed"]
     assert len(failed) == len(BAD)
     messages = " | ".join(r["error"] for r in failed)
@@ -214,9 +214,8 @@ def test_a_killed_run_resumes_and_makes_each_item_once(single, items, cpu_artifa
     process.wait()
     first = {path.stem for path in tmp_path.glob("*.wav")}
     assert 2 <= len(first) < len(GOOD), "the run was to be killed half-way"
-    for path in tmp_path.glob(
-        "*.wav"
-    ):  # what is there is whole: written under another name, then renamed
+    # what is there is whole: written under another name, then renamed
+    for path in tmp_path.glob("*.wav"):
         assert made_by(path) and sf.info(path).frames > 0
 
     made_first = {
@@ -224,9 +223,8 @@ def test_a_killed_run_resumes_and_makes_each_item_once(single, items, cpu_artifa
         for r in map(json.loads, (tmp_path / RESULTS).read_text().splitlines())
         if r.get("status") == "made"
     }
-    (tmp_path / ".plain.wav.999999.tmp").write_bytes(
-        b"RIFF half a file"
-    )  # as a run killed mid-write leaves
+    # as a run killed mid-write leaves
+    (tmp_path / ".plain.wav.999999.tmp").write_bytes(b"RIFF half a file")
     run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert (
         f"made {len(GOOD) - len(first)}, skipped {len(first)}, failed {len(BAD)}" in run.stdout
@@ -258,9 +256,8 @@ def test_a_rerun_redoes_only_what_changed(single, items, cpu_artifacts, tmp_path
         shutil.copy(items.parent / name, tmp_path / name)
     lines = items.read_text().replace("A plain sentence", "A changed sentence")
     changed.write_text(lines)
-    write_reference(
-        str(tmp_path / "ref.wav"), seconds=2.0
-    )  # the cloned item's reference changed too
+    # the cloned item's reference changed too
+    write_reference(str(tmp_path / "ref.wav"), seconds=2.0)
     counts = run_batch(changed, out, cpu_artifacts, "int4", show_progress=False)
     assert counts == {"made": 2, "skipped": len(GOOD) - 2, "failed": len(BAD)}
     records = [json.loads(line) for line in (out / RESULTS).read_text().splitlines()]

@@ -82,11 +82,8 @@ def test_the_page_says_when_the_default_precision_is_ready(page):
     )
     assert "ready" in page.inner_text("#precision-info")
     labels = page.locator("#precision label").all_inner_texts()
-    assert [label.strip() for label in labels] == [
-        "int4",
-        "int8",
-        "fp16",
-    ]  # the folder's profiles, no cuda
+    # the folder's profiles, no cuda
+    assert [label.strip() for label in labels] == ["int4", "int8", "fp16"]
     page.screenshot(path=str(SHOTS / "0-ready.png"), full_page=True)
 
 
@@ -198,8 +195,9 @@ def test_an_example_fills_its_controls_and_plays(page):
     page.locator("#examples").get_by_text("The weather is lovely today", exact=False).click()
     wait_for_result(page, info, "int4")
     assert page.input_value("#tts-text textarea").startswith("The weather is lovely today")
+    # the voice design's free text, and the instruct sent to the model
     page.wait_for_function(
         "() => [...document.querySelectorAll('textarea')].some(t => t.value === 'female, young adult')",
         timeout=10_000,
-    )  # the voice design's free text, and the instruct sent to the model
+    )
     page.screenshot(path=str(SHOTS / "8-example.png"), full_page=True)

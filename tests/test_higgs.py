@@ -67,9 +67,8 @@ def test_fp32_codes_equal_upstream(fp32_artifacts, higgs, frames):
     assert codes.shape == expected.shape == (1, 8, frames)
     assert codes.dtype == np.int64
     np.testing.assert_array_equal(codes, expected)
-    assert (
-        len(np.unique(expected)) > 20
-    )  # the fixture's codes are varied, so equality means something
+    # the fixture's codes are varied, so equality means something
+    assert len(np.unique(expected)) > 20
 
 
 def test_fp32_decode_matches_upstream(fp32_artifacts, higgs):

@@ -95,9 +95,8 @@ def test_wav_header_claiming_more_than_it_holds(tmp_path):
     data[at + 4 : at + 8] = struct.pack("<I", 24000 * 2 * 3600)  # claims an hour
     path.write_bytes(bytes(data))
     out = measured("load_audio", path)
-    assert out["outcome"] == "ok (1, 120000)" and out["peak_mb"] < 50, (
-        out
-    )  # what it holds, 5 s, read in blocks
+    # what it holds, 5 s, read in blocks
+    assert out["outcome"] == "ok (1, 120000)" and out["peak_mb"] < 50, out
 
 
 def npz_bomb(path: Path, frames: int) -> Path:
@@ -120,9 +119,8 @@ def npz_bomb(path: Path, frames: int) -> Path:
 
 
 def test_npz_bomb_is_refused_without_expanding_it(tmp_path):
-    bomb = npz_bomb(
-        tmp_path / "bomb.npz", 4_000_000
-    )  # 256 MB of codes in a file of a few hundred kB
+    # 256 MB of codes in a file of a few hundred kB
+    bomb = npz_bomb(tmp_path / "bomb.npz", 4_000_000)
     assert bomb.stat().st_size < 1_000_000
     out = measured("VoicePrompt.load", bomb)
     assert (
@@ -134,19 +132,16 @@ def test_npz_bomb_is_refused_without_expanding_it(tmp_path):
 
 def test_over_long_voice_prompts_are_refused(tmp_path):
     rng = np.random.default_rng(0)
-    VoicePrompt(rng.integers(0, 1024, (8, 5000)), "Hello.", 0.1).save(
-        tmp_path / "long.npz"
-    )  # 200 s
+    # 200 s
+    VoicePrompt(rng.integers(0, 1024, (8, 5000)), "Hello.", 0.1).save(tmp_path / "long.npz")
     VoicePrompt(rng.integers(0, 1024, (8, 100)), "x" * 40_000, 0.1).save(tmp_path / "chatty.npz")
     with pytest.raises(ValueError, match=r"shape \(8, 5000\).*at most 30 s"):
         VoicePrompt.load(tmp_path / "long.npz")
     with pytest.raises(ValueError, match="transcript is 40000 characters; the limit is 2000"):
         VoicePrompt.load(tmp_path / "chatty.npz")
     VoicePrompt(rng.integers(0, 1024, (8, 750)), "Hello.", 0.1).save(tmp_path / "thirty.npz")
-    assert VoicePrompt.load(tmp_path / "thirty.npz").codes.shape == (
-        8,
-        750,
-    )  # the bound itself is allowed
+    # the bound itself is allowed
+    assert VoicePrompt.load(tmp_path / "thirty.npz").codes.shape == (8, 750)
 
 
 @pytest.fixture(scope="module")
@@ -353,9 +348,8 @@ def test_onnx_runtime_failures_become_messages(fp32_artifacts, tmp_path):
             "Hello there.", "Auto", "", "fp32", **FIXED, api_name="/synthesize"
         )
         assert sf.read(path)[1] == 24000
-    assert (
-        "Reshape" in (tmp_path / "app.log").read_text()
-    )  # ONNX Runtime's own words, for the operator
+    # ONNX Runtime's own words, for the operator
+    assert "Reshape" in (tmp_path / "app.log").read_text()
 
 
 def test_a_tokenizer_that_does_not_match_the_model_is_refused(cpu_artifacts, tmp_path):

@@ -129,9 +129,8 @@ def test_fp16_fetches_the_root_profile_falls_back_to_the_fp32_codec_and_equals_t
 ):
     import huggingface_hub.constants
 
-    monkeypatch.setattr(
-        huggingface_hub.constants, "HF_HOME", str(tmp_path / "local-hf")
-    )  # where the local repair goes
+    # where the local repair goes
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HOME", str(tmp_path / "local-hf"))
     result = start("fp16", tmp_path / "hf", hub.endpoint)
     assert result.returncode == 0, result.stderr
     expected = {
@@ -281,9 +280,8 @@ def test_corrupted_cache_file_is_fetched_again_once(hub_with_manifest, tmp_path)
     assert result.returncode == 0, result.stderr
     assert hub.file_requests() == ["int4/audio_heads_decoder.onnx"]
     assert blob.read_bytes() == good
-    assert (
-        json.loads(result.stdout.strip().splitlines()[-1])["repaired"] == "None"
-    )  # our build needs no repair
+    # our build needs no repair
+    assert json.loads(result.stdout.strip().splitlines()[-1])["repaired"] == "None"
 
 
 def test_file_that_never_matches_the_manifest_is_reported(hub_with_manifest, tmp_path):

@@ -147,9 +147,8 @@ def test_a_long_text_streams_piece_by_piece(client, runtime):
         for chunk in response.iter_bytes():
             pieces.append(chunk)
     data = b"".join(pieces)
-    assert (
-        data[4:8] == b"\xff\xff\xff\xff" and data[40:44] == b"\xff\xff\xff\xff"
-    )  # sizes left open: streamed
+    # sizes left open: streamed
+    assert data[4:8] == b"\xff\xff\xff\xff" and data[40:44] == b"\xff\xff\xff\xff"
     np.testing.assert_array_equal(np.frombuffer(data[44:], np.int16), expected)
 
     # Server-sent events: one delta per piece, then done.
@@ -326,9 +325,8 @@ def test_two_doors_share_one_line_in_order(client, server):
         return sf.read(path, dtype="int16")[0]
 
     callers = [through_openai, through_gradio, through_openai, through_gradio]
-    alone = {
-        n: callers[n](n) for n in range(len(callers))
-    }  # each request's audio, made alone through its door
+    # each request's audio, made alone through its door
+    alone = {n: callers[n](n) for n in range(len(callers))}
     finished, results = [], {}
 
     def call(n):
@@ -342,9 +340,8 @@ def test_two_doors_share_one_line_in_order(client, server):
     for thread in threads:
         thread.join(timeout=300)
     assert finished == [0, 1, 2, 3]
-    assert (
-        ahead[2] == 2
-    )  # caller 2 found caller 0 served and caller 1 (gradio_client) waiting: one line
+    # caller 2 found caller 0 served and caller 1 (gradio_client) waiting: one line
+    assert ahead[2] == 2
     for n, audio in results.items():
         np.testing.assert_array_equal(audio, alone[n])
 

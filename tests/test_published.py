@@ -82,9 +82,8 @@ def test_local_published_folder_is_repaired_into_the_cache_and_equals_our_fp32_b
     assert str(hf_home / "omnivoice_repaired") in str(voice.repaired_llm)
     assert {g.signature.contract for g in voice.graphs.values()} == {"published"}
     assert {g.signature.contract for g in voice.codec.graphs.values()} == {"published"}
-    assert (
-        voice.codec.hop_length == 960 and voice.frame_rate == 25
-    )  # the graphs', not the manifest's 320
+    # the graphs', not the manifest's 320
+    assert voice.codec.hop_length == 960 and voice.frame_rate == 25
     for text in TEXTS:
         np.testing.assert_array_equal(codes_of(voice, text), codes_of(fp32_voice, text))
     speech = voice.generate(TEXTS[0], duration=2.0, postprocess_output=False, seed=0)
@@ -126,10 +125,8 @@ def test_llm_with_position_ids_is_fed_them(published, tiny_checkpoint, fp32_voic
 
 def test_int4_as_published_loads_and_speaks(published_int4):
     voice = OmniVoiceONNX.load(published_int4, "int4")
-    for role in (
-        "audio_embeddings_encoder",
-        "audio_heads_decoder",
-    ):  # int4, block 128, as published
+    # int4, block 128, as published
+    for role in ("audio_embeddings_encoder", "audio_heads_decoder"):
         graph = onnx.load(str(published_int4 / f"int4/{role}.onnx"))
         blocks = {
             a.i
@@ -150,9 +147,8 @@ def test_a_decoder_that_gives_nan_falls_back_to_the_main_codec(published, tmp_pa
     folder = tmp_path / "repo"
     shutil.copytree(published, folder)
     fp16 = folder / "audio_tokenizer" / "fp16"
-    shutil.copy(
-        folder / "audio_tokenizer/semantic_encoder.onnx", fp16 / "semantic_encoder.onnx"
-    )  # now it loads
+    # now it loads
+    shutil.copy(folder / "audio_tokenizer/semantic_encoder.onnx", fp16 / "semantic_encoder.onnx")
     decoder = onnx.load(str(fp16 / "higgs_decoder.onnx"))
     bias = next(
         t

@@ -150,9 +150,10 @@ def test_concurrent_callers_each_get_their_own_audio(cpu_artifacts, tmp_path):
             assert PRECISION_OF[caller % 2] in info
             return sf.read(path)[0]
 
+        # each alone
         expected = {
             caller: request(Client(url, verbose=False), caller) for caller in range(CALLERS)
-        }  # each alone
+        }
         memory_before = server.memory_info().rss
         results, failures = {}, []
 
@@ -217,9 +218,8 @@ def test_a_broken_artifact_is_reported_and_the_app_recovers(cpu_artifacts, tmp_p
 
 def test_uploads_are_size_limited(client, tmp_path):
     big = tmp_path / "big.wav"
-    sf.write(
-        big, np.zeros(24000 * 300, np.float32), 24000, subtype="FLOAT"
-    )  # 28.8 MB, over the 20 MB limit
+    # 28.8 MB, over the 20 MB limit
+    sf.write(big, np.zeros(24000 * 300, np.float32), 24000, subtype="FLOAT")
     with pytest.raises(Exception, match="(?i)size|large|413"):
         client.predict(
             "Hi.", handle_file(str(big)), "Hi.", None, "Auto", "int4", **FIXED, api_name="/clone"

@@ -131,9 +131,8 @@ def text_of(result) -> str:
 def api_call(url: str, name: str, data: list) -> str:
     """The API endpoint ``name`` called over raw HTTP, as the issue's curl does: gradio_client would
     upload a path that exists on its own machine rather than name it."""
-    body = json.dumps(
-        {"data": data}
-    )  # ASCII: a lone surrogate goes as its escape, as a browser's JSON does
+    # ASCII: a lone surrogate goes as its escape, as a browser's JSON does
+    body = json.dumps({"data": data})
     event = httpx.post(
         f"{url}/gradio_api/call/{name}", content=body, headers={"Content-Type": "application/json"}
     )
@@ -156,10 +155,11 @@ def test_no_door_copies_or_serves_a_file_it_was_not_given(server, planted):
             answer = api_call(url, name, data)
             assert "event: error" in answer, answer
             answers.append(answer)
+        # the page's buttons, as the browser calls them
         for elem_id, data in (
             ("clone-generate", ["Hi.", given, "Hi.", None, "Auto", "int4", *settings, False]),
             ("ref-audio", [given, "Auto"]),
-        ):  # the page's buttons, as the browser calls them
+        ):
             answer = page_call(url, elem_id, data)
             assert not answer["success"], answer
             answers.append(json.dumps(answer))
@@ -210,11 +210,8 @@ def test_uploads_stay_in_the_upload_folder_and_the_api_schema_is_not_served(serv
         and Path(path).read_bytes() == b"hello"
     )
     assert not list(uploads.parent.parent.glob("escaped.txt"))
-    for route in (
-        "/openapi.json",
-        "/docs",
-        "/redoc",
-    ):  # with a key set as without, nothing to read there
+    # with a key set as without, nothing to read there
+    for route in ("/openapi.json", "/docs", "/redoc"):
         assert httpx.get(f"{url}{route}").status_code == 404
 
 
@@ -245,9 +242,8 @@ def test_mcp_tools_take_uploads_leave_optional_files_out_and_pass_results_on(ser
     assert TRANSCRIPT in text_of(results[2])
     prompt_url = text_of(results[3]).strip()
     assert prompt_url.startswith(f"{url}/gradio_api/file=") and prompt_url.endswith(".npz")
-    (again,) = mcp_calls(
-        url, [("clone", {**clone, "voice_prompt": prompt_url})]
-    )  # the server's own URL
+    # the server's own URL
+    (again,) = mcp_calls(url, [("clone", {**clone, "voice_prompt": prompt_url})])
     assert not again.isError, text_of(again)
 
     def audio(result) -> np.ndarray:
@@ -304,9 +300,9 @@ def test_bad_bodies_are_400s_with_short_messages(server, body, param, words):
 def test_wrong_types_through_gradio_client_are_messages(server, reference):
     url, _, log = server
     client = Client(url, verbose=False)
-    with pytest.raises(Exception, match="language .* must be a string, got int"):
+    with pytest.raises(Exception, match="language.* must be a string"):
         client.predict("Hi.", 5, "", "int4", **FIXED, api_name="/synthesize")
-    with pytest.raises(Exception, match="language .* must be a string, got int"):
+    with pytest.raises(Exception, match="language.* must be a string"):
         client.predict(handle_file(reference), 5, api_name="/transcribe")
     answer = api_call(
         url, "synthesize", ["Hi \ud800 there.", "Auto", "", "int4", *FIXED.values(), "balanced"]

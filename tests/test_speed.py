@@ -115,15 +115,13 @@ def count_llm_rows(voice, **kwargs) -> list[int]:
 def test_balanced_runs_the_prompt_twice_and_the_unconditional_row_every_third_step(fp32_voice):
     target = 50  # duration 2.0
     exact = count_llm_rows(fp32_voice, num_step=16, seed=0)
-    assert (
-        len(exact) == 32 and sorted(set(exact))[0] == target
-    )  # a conditional and an unconditional row per step
+    # a conditional and an unconditional row per step
+    assert len(exact) == 32 and sorted(set(exact))[0] == target
     balanced = count_llm_rows(fp32_voice, num_step="balanced", seed=0)
     whole = max(exact)
     assert balanced.count(whole) == 2  # steps 0 and 8 refresh the cache
-    assert (
-        balanced.count(target) == 14 + 6
-    )  # the cached conditional rows, and the unconditional row at 0, 3, ... 15
+    # the cached conditional rows, and the unconditional row at 0, 3, ... 15
+    assert balanced.count(target) == 14 + 6
     none = count_llm_rows(fp32_voice, num_step=16, guidance_scale=0.0, seed=0)
     assert none == [whole] * 16  # no unconditional row at guidance 0
 

@@ -41,9 +41,8 @@ def test_a_long_text_streams_generate_codes_piece_by_piece(fp32_voice):
         assert steps[-1] == 4 * (len(pieces) + 1), steps
         pieces.append(piece)
     assert len(pieces) == len(whole.codes) > 1
-    assert (
-        " ".join(p.metadata["text"].strip() for p in pieces) == LONG_TEXT
-    )  # each piece says what it speaks
+    # each piece says what it speaks
+    assert " ".join(p.metadata["text"].strip() for p in pieces) == LONG_TEXT
     for piece, codes in zip(pieces, whole.codes, strict=True):
         np.testing.assert_array_equal(piece.codes[0], codes)
     # Seams: the leading pad (0.1 s) before the first piece, cross_fade's 0.1 s of silence before
@@ -53,9 +52,8 @@ def test_a_long_text_streams_generate_codes_piece_by_piece(fp32_voice):
     for piece in pieces[1:]:
         assert not piece.waveform[:pad].any() and piece.waveform[pad : 2 * pad].any()
     for piece in pieces[:-1]:
-        assert (
-            piece.waveform[-1] == 0 and piece.waveform[-pad:-1].any()
-        )  # faded out, no pad after it
+        # faded out, no pad after it
+        assert piece.waveform[-1] == 0 and piece.waveform[-pad:-1].any()
     assert not pieces[-1].waveform[-pad:].any()
     joined = Speech.join(pieces)
     assert joined.waveform.shape[-1] == sum(p.waveform.shape[-1] for p in pieces)
@@ -76,9 +74,8 @@ def test_sentence_mode_hands_over_the_first_sentence_first(fp32_voice):
     )
     first = next(stream)
     count = first.metadata["pieces"]
-    assert (
-        count >= 2 and steps[-1] == 4
-    )  # only the first piece was made (sentences join up to ~4 s)
+    # only the first piece was made (sentences join up to ~4 s)
+    assert count >= 2 and steps[-1] == 4
     rest = list(stream)
     assert [p.metadata["piece"] for p in [first, *rest]] == list(range(count))
     # The same request without sentence mode is one piece: sentence mode is what split it.

@@ -1,0 +1,274 @@
+"""One synthesis request, checked once: what to say, in which voice, with which settings.
+
+    request = Request.from_options({"text": "Hello.", "language": "en", "preset": "balanced"})
+    speech = voice.generate(request)          # or voice.generate("Hello.", language="en", ...)
+
+Every door builds its request here from the options it was given: the CLI from its flags, batch
+from a JSONL item, the page, gradio_client and MCP from their fields, the OpenAI door from its
+body. ``OPTIONS`` is the one list of what a request may carry: adding an option is a row there
+(and a field of :class:`Request` or :class:`GenerationSettings`), plus each door's wording.
+
+Presets (``PRESETS``) bundle the settings that trade exactness for speed; ``best`` is upstream's
+generation, code for code (tests/test_runtime.py). The others follow ports that measured quality
+on the real weights (none exist here, so none of this is measured here): 16 steps match 32 on WER
+and 12 matched it in a 48-sentence test (8 did not); a prompt K/V cache refreshed every 8 steps
+kept the character error rate and cost 0.01-0.02 speaker similarity; reusing the unconditional
+log-probabilities for 3 steps changed no metric (omnivoice-mlx, omnivoice-fastpath).
+
+Defaults, one rule: the library makes ``best``, upstream's own generation, as upstream's
+``generate`` does (``LIBRARY_PRESET``); every tool and door built on it (the CLI, batch, the
+page, gradio_client, MCP, the OpenAI door) makes ``balanced``, twice as fast on a CPU
+(``DOOR_PRESET``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+
+import numpy as np
+
+from omnivoice_rt.limits import MAX_DURATION_S, MAX_SPEED, MAX_STEPS, MAX_TEXT_CHARS, MIN_SPEED
+from omnivoice_rt.text import ZH_RE, check_string, resolve_instruct, resolve_language
+from omnivoice_rt.unmask import UnmaskSettings
+
+PRESETS = {
+    "best": {"num_step": 32, "prompt_cache_refresh": 0, "guidance_every": 1},
+    "balanced": {"num_step": 16, "prompt_cache_refresh": 8, "guidance_every": 3},
+    "fast": {"num_step": 12, "prompt_cache_refresh": 6, "guidance_every": 3},
+}
+LIBRARY_PRESET = "best"  # OmniVoiceONNX.generate and stream
+DOOR_PRESET = "balanced"  # the CLI, batch, the page, gradio_client, MCP, the OpenAI door
+
+
+@dataclass(frozen=True)
+class GenerationSettings(UnmaskSettings):
+    """Per-call settings: the unmasking loop's, and the rest of upstream's
+    ``OmniVoiceGenerationConfig``, with its defaults."""
+
+    denoise: bool = True
+    preprocess_prompt: bool = True
+    postprocess_output: bool = True
+    audio_chunk_duration: float = 15.0
+    audio_chunk_threshold: float = 30.0
+    pad_duration: float = 0.1
+    fade_duration: float = 0.1
+    # 0: every step runs the whole conditional row (exact). r > 0: it runs in full every r-th step
+    # and keeps the prompt's keys and values; the steps between run the target alone against them.
+    prompt_cache_refresh: int = 0
+    # The unconditional row runs every k-th step; its log-probabilities are reused between.
+    guidance_every: int = 1
+
+    @classmethod
+    def preset(cls, name: str, **overrides) -> GenerationSettings:
+        """The settings of preset ``name`` (see ``PRESETS``), with ``overrides`` on top."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; use one of {', '.join(PRESETS)}")
+        return cls(**{**PRESETS[name], **overrides})
+
+    def validate(self) -> None:
+        if not _is_int(self.num_step) or not 1 <= self.num_step <= MAX_STEPS:
+            raise ValueError(
+                f"num_step must be an integer from 1 to {MAX_STEPS} (12, 16 or 32 are typical), "
+                f"got {self.num_step!r}"
+            )
+        for name in (
+            "guidance_scale",
+            "t_shift",
+            "layer_penalty_factor",
+            "position_temperature",
+            "class_temperature",
+        ):
+            value = getattr(self, name)
+            if not _is_number(value) or not np.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        if self.t_shift == 0:
+            raise ValueError("t_shift must be > 0 (upstream's default is 0.1)")
+        if not _is_int(self.prompt_cache_refresh) or self.prompt_cache_refresh < 0:
+            raise ValueError(
+                f"prompt_cache_refresh must be an integer >= 0 (0: exact), got {self.prompt_cache_refresh!r}"
+            )
+        if not _is_int(self.guidance_every) or self.guidance_every < 1:
+            raise ValueError(
+                f"guidance_every must be an integer >= 1 (1: exact), got {self.guidance_every!r}"
+            )
+
+
+SETTINGS = {f.name for f in fields(GenerationSettings)}
+
+# Every option a request takes, with the JSON kinds it accepts (bool is no number here) and what
+# it means. The CLI's flags, batch's item keys and the library's keyword arguments come from it.
+OPTIONS: dict[str, tuple[tuple[type, ...], str]] = {
+    "text": ((str,), "what to say, up to 10,000 characters"),
+    "language": ((str,), "the text's language, a name or a code ('English', 'en'); none: detected"),
+    "instruct": ((str,), "a voice design: comma-separated items ('female, low pitch')"),
+    "ref_audio": ((str,), "a recording of the voice to clone (a file)"),
+    "ref_text": ((str,), "what the recording says; left out: transcribed"),
+    "voice_prompt": ((str,), "a voice prompt file (.npz) saved earlier, instead of ref_audio"),
+    "duration": ((int, float), "the speech's length in seconds; none: estimated from the text"),
+    "speed": ((int, float), "speaking rate, 1.0 normal (0.1 to 10)"),
+    "seed": ((int,), "random seed: the same seed and settings give the same audio"),
+    "preset": ((str,), f"a bundle of settings: {', '.join(PRESETS)}"),
+    "num_step": ((int,), f"unmasking steps, 1 to {MAX_STEPS} (the preset's by default)"),
+    "guidance_scale": ((int, float), "classifier-free guidance scale (2.0)"),
+    "t_shift": ((int, float), "time-step shift of the schedule (0.1)"),
+    "layer_penalty_factor": ((int, float), "how much later codebooks wait (5.0)"),
+    "position_temperature": ((int, float), "randomness of which positions unmask first (5.0)"),
+    "class_temperature": ((int, float), "randomness of the codes chosen (0.0: the most likely)"),
+    "denoise": ((bool,), "ask for clean speech from a noisy reference (true)"),
+    "preprocess_prompt": ((bool,), "trim and clean the reference first (true)"),
+    "postprocess_output": ((bool,), "trim long silences and set the loudness (true)"),
+    "prompt_cache_refresh": ((int,), "run the whole prompt every N steps (0: every step, exact)"),
+    "guidance_every": ((int,), "run the unconditional row every N steps (1: every step, exact)"),
+}
+KIND_NAMES = {(str,): "a string", (int,): "a whole number", (bool,): "true or false"}
+FILE_OPTIONS = ("ref_audio", "voice_prompt")
+
+
+@dataclass(frozen=True)
+class Request:
+    """Everything one synthesis needs, checked when made: the text (control characters removed),
+    the language as a code, the instruct normalised, the voice (auto, designed, a reference and
+    its transcript, or a saved voice prompt) and the settings, a preset expanded.
+
+    ``ref_audio`` may be a path, bytes or (samples, sample_rate); ``voice_prompt`` a path or a
+    :class:`~omnivoice_rt.voice_prompt.VoicePrompt`."""
+
+    text: str
+    language: str | None = None
+    instruct: str | None = None
+    ref_audio: object = None
+    ref_text: str | None = None
+    voice_prompt: object = None
+    duration: float | None = None
+    speed: float | None = None
+    seed: int | None = None
+    settings: GenerationSettings = field(default_factory=GenerationSettings)
+
+    def __post_init__(self) -> None:
+        text = check_text(self.text)
+        if self.ref_text is not None:
+            check_string(self.ref_text, "ref_text (the reference's transcript)")
+        if self.duration is not None and not (
+            _is_number(self.duration) and 0 < self.duration <= MAX_DURATION_S
+        ):
+            raise ValueError(
+                f"duration must be in (0, {MAX_DURATION_S:.0f}] seconds, got {self.duration!r}"
+            )
+        if self.speed is not None and not (
+            _is_number(self.speed) and MIN_SPEED <= self.speed <= MAX_SPEED
+        ):
+            raise ValueError(
+                f"speed must be from {MIN_SPEED:g} to {MAX_SPEED:g} (1.0 is normal), got {self.speed!r}"
+            )
+        if self.seed is not None and not (_is_int(self.seed) and 0 <= self.seed < 2**63):
+            raise ValueError(f"seed must be a whole number >= 0, got {self.seed!r}")
+        if self.ref_text and self.ref_audio is None and self.voice_prompt is None:
+            raise ValueError("ref_text was given without ref_audio or a voice prompt")
+        self.settings.validate()
+        object.__setattr__(self, "text", text)
+        object.__setattr__(self, "language", resolve_language(self.language))
+        instruct = resolve_instruct(self.instruct, use_zh=bool(ZH_RE.search(text)))
+        object.__setattr__(self, "instruct", instruct)
+
+    @classmethod
+    def from_options(cls, options: Mapping, preset: str = LIBRARY_PRESET) -> Request:
+        """A request from ``OPTIONS``' names and JSON values (None: not given). ``preset`` is the
+        door's default; an option ``preset`` replaces it, and options of the settings override
+        it (``num_step`` may name a preset too, the older spelling of ``preset``)."""
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise ValueError(
+                f"unknown option(s) {', '.join(unknown)}; a request takes {', '.join(OPTIONS)}"
+            )
+        given = {name: value for name, value in options.items() if value is not None}
+        if isinstance(given.get("num_step"), str):
+            given["preset"] = given.pop("num_step")
+        for name, value in given.items():
+            kinds = OPTIONS[name][0]
+            if name in ("ref_audio", "voice_prompt") and not isinstance(value, str):
+                continue  # the library's arrays, bytes, paths and VoicePrompt objects
+            if not _is_kind(value, kinds):
+                kind = KIND_NAMES.get(kinds, "a number")
+                raise ValueError(f"{name} must be {kind}, got {_shown(value)}")
+        if "text" not in given:
+            raise ValueError("text is required: what to say")
+        name = given.pop("preset", preset)
+        settings = GenerationSettings.preset(
+            name, **{k: given.pop(k) for k in list(given) if k in SETTINGS}
+        )
+        return cls(**given, settings=settings)
+
+    def with_prompt(self, voice_prompt) -> Request:
+        """This request with its reference replaced by ``voice_prompt`` (already encoded)."""
+        return replace(self, ref_audio=None, ref_text=None, voice_prompt=voice_prompt)
+
+    def options(self) -> dict:
+        """The request as ``OPTIONS`` (files and the voice prompt left out): for a record of what
+        made a result."""
+        plain = {
+            "text": self.text,
+            "language": self.language,
+            "instruct": self.instruct,
+            "duration": self.duration,
+            "speed": self.speed,
+            "seed": self.seed,
+        }
+        settings = {k: getattr(self.settings, k) for k in OPTIONS if k in SETTINGS}
+        return {k: v for k, v in {**plain, **settings}.items() if v is not None}
+
+
+def check_text(text) -> str:
+    """The text to speak, control characters removed; ``ValueError`` when nothing is left to say."""
+    text = check_string(text, "text")
+    text = "".join(c for c in text if unicodedata.category(c) != "Cc" or c in "\n\t")
+    if not text.strip():
+        raise ValueError("text is empty: type something to say")
+    if len(text) > MAX_TEXT_CHARS:
+        raise ValueError(
+            f"text is {len(text)} characters long; the limit is {MAX_TEXT_CHARS}. Split it into parts."
+        )
+    if not any(unicodedata.category(c)[0] in "LN" for c in text):
+        raise ValueError("text has no letters or digits to speak (only punctuation or symbols)")
+    return text
+
+
+def options_signature(function):
+    """``function(request_or_text, *, progress=..., **options)`` shown by ``help()`` with every
+    option of ``OPTIONS`` as a keyword argument (the list is written once, here)."""
+    signature = inspect.signature(function)
+    parameters = [p for p in signature.parameters.values() if p.kind != p.VAR_KEYWORD]
+    defaults = {**{f.name: f.default for f in fields(GenerationSettings)}, "preset": LIBRARY_PRESET}
+    parameters += [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=defaults.get(name))
+        for name in OPTIONS
+        if name != "text"
+    ]
+    function.__signature__ = signature.replace(parameters=parameters)
+    return function
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _is_kind(value, kinds: tuple[type, ...]) -> bool:
+    """Whether ``value`` is of ``OPTIONS``' JSON kinds (numpy's numbers count; bool is no number)."""
+    if kinds == (bool,):
+        return isinstance(value, (bool, np.bool_))
+    if kinds == (int,):
+        return _is_int(value)
+    if kinds == (str,):
+        return isinstance(value, str)
+    return _is_number(value)
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{type(value).__name__} {text[:37]}..."
