@@ -157,7 +157,7 @@ def next_step_agreement(voice, reference, texts: list[str], seed: int = 1) -> li
             num_codebooks=model.num_codebooks,
             mask_id=model.mask_id,
         )
-        cond, uncond = model._forward_for(prompt, settings)(tokens)
+        cond, uncond = model.forward_for(prompt, settings)(tokens)
         return predict(cond, uncond, settings, model.mask_id, rng)[0]
 
     shares = []

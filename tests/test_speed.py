@@ -42,12 +42,14 @@ def cached_and_full(voice: OmniVoiceONNX, ref_codes=None, target_len: int = 40):
     tokens = np.where(
         rng.random((8, target_len)) < 0.5, 1024, rng.integers(0, 1024, (8, target_len))
     )
-    prefix = voice._embed(
+    prefix = voice.backbone.embed(
         prompt.ids[:, : prompt.prefix_len], prompt.audio_mask[: prompt.prefix_len]
     )
-    target = voice._embed(tokens, np.ones(target_len, dtype=bool))
-    full, cache = voice._llm(np.concatenate([prefix, target], axis=1), keep=prompt.prefix_len)
-    cached, _ = voice._llm(target, past=cache)
+    target = voice.backbone.embed(tokens, np.ones(target_len, dtype=bool))
+    full, cache = voice.backbone.llm(
+        np.concatenate([prefix, target], axis=1), keep=prompt.prefix_len
+    )
+    cached, _ = voice.backbone.llm(target, past=cache)
     assert {v.shape[2] for v in cache.values()} == {prompt.prefix_len}
     return cached, full[:, -target_len:]
 

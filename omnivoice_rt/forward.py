@@ -1,0 +1,113 @@
+"""The backbone's three graphs as the unmasking loop calls them: target codes -> logits.
+
+    backbone = Backbone(graphs, head_dim=128)
+    forward = GuidedForward(backbone, prompt, settings, timings)   # one piece of one request
+    cond, uncond = forward(tokens)                                   # once per unmasking step
+
+Each call runs the conditional row (the whole prompt and the target) and, for guidance, the
+unconditional row (the target alone). Two settings forward fewer tokens (``docs/design.md``
+section 1), both off in ``best``:
+
+- ``prompt_cache_refresh`` r: calls 0, r, 2r... run the whole conditional row and keep its prompt
+  positions' keys and values; the calls between run the target alone after them (attention both
+  ways, positions continuing after the prompt), so the prompt's keys and values lag the target
+  by up to r - 1 steps. Run on the same codes, the cached target equals the full forward
+  (``tests/test_speed.py``).
+- ``guidance_every`` k: the unconditional logits are computed every k-th call and reused
+  between; at guidance 0 the unconditional row never runs.
+
+The seconds spent in each graph go to the ``timings`` dict the caller passes (one per request).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from omnivoice_rt.bidirectional import llm_feeds, present_names
+from omnivoice_rt.prompt import Prompt
+from omnivoice_rt.request import GenerationSettings
+
+
+class Backbone:
+    """The encoder, the LLM and the heads of one loaded precision."""
+
+    def __init__(self, graphs: dict, head_dim: int):
+        self.graphs, self.head_dim = graphs, head_dim
+        llm_input = graphs["llm_decoder"].input("inputs_embeds")
+        self.dtype = np.float16 if llm_input.dtype == "float16" else np.float32
+        # The LLM's present key/value outputs, for the prompt K/V cache (empty: no cache).
+        self.presents = present_names(graphs["llm_decoder"].session) or {}
+
+    def run(self, name: str, feeds: dict, timings: dict | None, outputs=None) -> list[np.ndarray]:
+        started = time.perf_counter()
+        result = self.graphs[name].run(outputs, feeds)
+        if timings is not None:
+            timings[name] = timings.get(name, 0.0) + time.perf_counter() - started
+        return result
+
+    def embed(self, ids: np.ndarray, audio_mask: np.ndarray, timings: dict | None = None):
+        feeds = {"input_ids": ids[None], "audio_mask": audio_mask[None]}
+        return self.run("audio_embeddings_encoder", feeds, timings)[0].astype(self.dtype)
+
+    def llm(
+        self, embeds: np.ndarray, past: dict | None = None, keep: int = 0, timings=None
+    ) -> tuple[np.ndarray, dict]:
+        """Hidden states for ``embeds`` after the ``past`` keys and values (None: none), and the
+        keys and values of the first ``keep`` positions, for later calls."""
+        session = self.graphs["llm_decoder"].session
+        feeds = llm_feeds(session, embeds, None, self.head_dim, past)
+        presents = self.presents if keep else {}
+        result = self.run("llm_decoder", feeds, timings, ["hidden_states", *presents.values()])
+        kept = {
+            name: np.ascontiguousarray(value[:, :, :keep])
+            for name, value in zip(presents, result[1:], strict=True)
+        }
+        return result[0], kept
+
+    def heads(self, hidden: np.ndarray, timings: dict | None = None) -> np.ndarray:
+        feeds = {"hidden_states": hidden.astype(np.float32)}
+        return self.run("audio_heads_decoder", feeds, timings)[0]
+
+
+class GuidedForward:
+    """The model for one piece: target codes -> (conditional, unconditional or None) logits,
+    with the prompt cache and guidance reuse that ``settings`` ask for."""
+
+    def __init__(self, backbone: Backbone, prompt: Prompt, settings: GenerationSettings, timings):
+        self.backbone, self.prompt, self.settings, self.timings = (
+            backbone,
+            prompt,
+            settings,
+            timings,
+        )
+        self.prefix = backbone.embed(
+            prompt.ids[:, : prompt.prefix_len], prompt.audio_mask[: prompt.prefix_len], timings
+        )
+        self.target_mask = np.ones(prompt.target_len, dtype=bool)
+        self.refresh = settings.prompt_cache_refresh if backbone.presents else 0
+        self.calls = 0
+        self.cache: dict | None = None  # the prompt's keys and values, from the last full row
+        self.uncond: np.ndarray | None = None  # the last unconditional logits
+
+    def __call__(self, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        backbone, prompt, timings = self.backbone, self.prompt, self.timings
+        call, self.calls = self.calls, self.calls + 1
+        target = backbone.embed(
+            tokens, self.target_mask, timings
+        )  # the uncond row: the target alone
+        if self.refresh and call % self.refresh:
+            cond, _ = backbone.llm(target, past=self.cache, timings=timings)
+        else:
+            whole = np.concatenate([self.prefix, target], axis=1)
+            keep = prompt.prefix_len if self.refresh else 0
+            cond, self.cache = backbone.llm(whole, keep=keep, timings=timings)
+            cond = cond[:, -prompt.target_len :]
+        rows = [cond]
+        if self.settings.guidance_scale != 0 and call % self.settings.guidance_every == 0:
+            rows.append(backbone.llm(target, timings=timings)[0])
+        logits = backbone.heads(np.concatenate(rows, axis=0), timings)
+        if len(rows) == 2:
+            self.uncond = logits[1]
+        return logits[0], self.uncond

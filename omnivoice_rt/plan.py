@@ -1,0 +1,107 @@
+"""Planning a request: how many frames to make, in which pieces, each checked before any model runs.
+
+Upstream's rules: the target length is estimated from the text and the reference's characters
+per frame (``duration`` overrides it, ``speed`` scales it); over ``audio_chunk_threshold`` (30 s)
+the text is made in ~15 s pieces split at punctuation, and without a reference the first piece
+becomes the reference of the rest (``_generate_chunked``). ``stream(sentences=True)`` asks for
+pieces of about a sentence instead.
+
+Each piece's conditional row (prompt, reference, target) must fit the LLM's position table and
+the attention memory budget (``limits.max_row``), and its text ids the embedding table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from omnivoice_rt.errors import ArtifactError
+from omnivoice_rt.prompt import TextTokenizer, text_ids
+from omnivoice_rt.request import GenerationSettings
+from omnivoice_rt.text import chunk_text_punctuation, estimate_frames
+
+
+@dataclass
+class Piece:
+    """One generation of a request: its text and length, and its reference (the given one, or
+    with ``ref_from_first`` the first piece's codes)."""
+
+    text: str
+    frames: int
+    ref_text: str | None
+    ref_frames: int | None
+    ref_from_first: bool = False
+
+
+def plan_pieces(
+    text: str,
+    ref_text: str | None,
+    ref_frames: int | None,
+    duration: float | None,
+    speed: float | None,
+    settings: GenerationSettings,
+    frame_rate: float,
+    piece_seconds: float | None = None,
+) -> list[Piece]:
+    """The pieces to generate: the whole text, or ~15 s pieces (``piece_seconds``: pieces of that
+    length) split at punctuation."""
+    estimate = estimate_frames(text, ref_text, ref_frames, 1.0 if duration else (speed or 1.0))
+    target_len = max(1, int(duration * frame_rate)) if duration else estimate
+    speed = estimate / target_len if duration else (speed or 1.0)
+    if piece_seconds is None:
+        if target_len <= int(settings.audio_chunk_threshold * frame_rate):
+            return [Piece(text, target_len, ref_text, ref_frames)]
+        piece_seconds = settings.audio_chunk_duration
+    chars_per_piece = int(piece_seconds * frame_rate / (target_len / len(text)))
+    plan: list[Piece] = []
+    for index, part in enumerate(chunk_text_punctuation(text, chars_per_piece, min_chunk_len=3)):
+        if ref_frames is None and index > 0:
+            first = plan[0]
+            frames = estimate_frames(part, first.text, first.frames, speed)
+            plan.append(Piece(part, frames, first.text, first.frames, True))
+        else:
+            frames = estimate_frames(part, ref_text, ref_frames, speed)
+            plan.append(Piece(part, frames, ref_text, ref_frames))
+    return plan
+
+
+@dataclass
+class RowLimits:
+    """What a loaded model can take: the longest conditional row and what sets it, the rows of
+    its text embedding table (0: unknown), and where its files are (for the message)."""
+
+    max_row: int
+    reason: str
+    text_vocab: int
+    root: object
+
+
+def check_row(
+    tokenizer: TextTokenizer, piece: Piece, language, instruct, denoise: bool, limits: RowLimits
+) -> None:
+    """Refuse a piece whose conditional row the LLM cannot take (its position table) or should
+    not (the attention memory budget), or whose text ids lie past the embedding table (a
+    tokenizer of another model), before anything runs."""
+    ids = text_ids(
+        tokenizer,
+        piece.text,
+        ref_text=piece.ref_text,
+        language=language,
+        instruct=instruct,
+        denoise=denoise and piece.ref_frames is not None,
+    )
+    if limits.text_vocab and max(ids) >= limits.text_vocab:
+        raise ArtifactError(
+            f"the tokenizer gives token id {max(ids)} but the model's embedding table has "
+            f"{limits.text_vocab} rows: tokenizer.json does not belong to these graphs; "
+            f"re-download or rebuild {limits.root}"
+        )
+    prompt = len(ids)
+    row = prompt + (piece.ref_frames or 0) + piece.frames
+    if row > limits.max_row:
+        reference = f", {piece.ref_frames} for the reference" if piece.ref_frames else ""
+        raise ValueError(
+            f"this request needs a row of {row} positions ({prompt} for the text{reference}, "
+            f"{piece.frames} for the speech); the model takes at most {limits.max_row}, set by "
+            f"{limits.reason}. Shorten the text or add punctuation so that it can be split, use a "
+            "shorter reference, or ask for a shorter duration"
+        )
