@@ -125,10 +125,13 @@ def abandoned() -> Callable[[], bool]:
         return lambda: False
 
     def gone() -> bool:
-        for job in blocks._queue.active_jobs:
-            for event in job or ():
-                if event._id == event_id:
-                    return not event.alive
+        try:
+            for job in blocks._queue.active_jobs:
+                for event in job or ():
+                    if event._id == event_id:
+                        return not event.alive
+        except AttributeError:  # another Gradio: the request is then never taken for abandoned
+            return False
         return True
 
     return gone
@@ -666,11 +669,15 @@ def build_demo(config: Config | None = None, voices: Voices | None = None) -> gr
 
 
 def build_server(
-    config: Config, voice_dir: str | None = None, api_key: str | None = None, mcp: bool = False
+    config: Config,
+    voice_dir: str | None = None,
+    api_key: str | None = None,
+    mcp: bool = False,
+    local_url: str = "http://127.0.0.1:7860/",
 ):
     """One FastAPI app for every door: the OpenAI-compatible routes under /v1, the Gradio page and
-    its API at /, and, with ``mcp``, Gradio's MCP server at /gradio_api/mcp. One ``Voices``: one
-    line of requests, one set of loaded models and caches."""
+    its API at /, and, with ``mcp``, Gradio's MCP server at /gradio_api/mcp (which calls the page's
+    API at ``local_url``). One ``Voices``: one line of requests, one set of loaded models and caches."""
     from fastapi import FastAPI
 
     from space.openai_api import OpenAIDoor
@@ -691,11 +698,20 @@ def build_server(
         path="/",
         mcp_server=mcp,
         max_file_size=MAX_UPLOAD,
-        show_error=True,
+        # Only the server's own messages (gr.Error) reach a client, not other exceptions' text.
+        show_error=False,
         app_kwargs={"docs_url": None, "redoc_url": None, "openapi_url": None},
     )
-    gradio_guard.guard(demo)  # requests name only uploaded files (mounting alone checks none)
+    # Requests name only uploaded files (mounting alone checks none).
+    gradio_guard.guard(demo, local_url)
     return server
+
+
+def local_url(host: str, port: int) -> str:
+    """Where this process can reach itself: the host it listens on, loopback for all of them."""
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -767,7 +783,8 @@ def main(argv: list[str] | None = None) -> int:
             asr_model=args.asr_model,
             max_waiting=args.max_waiting,
         )
-        server = build_server(config, args.voices, os.environ.get("OMNIVOICE_API_KEY"), args.mcp)
+        key, loopback = os.environ.get("OMNIVOICE_API_KEY"), local_url(args.host, args.port)
+        server = build_server(config, args.voices, key, args.mcp, loopback)
         logger.info(
             "serving on http://%s:%d (OpenAI-compatible: /v1/audio/speech%s)",
             args.host,

@@ -27,8 +27,10 @@ refused or abandoned uploads left in it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -47,13 +49,53 @@ FILE_ROUTE = "/gradio_api/file="
 MCP_FILE_HINT = "give a file as an http(s) URL, a data: URI, or the path that POST /gradio_api/upload returned for it"
 
 
-def guard(demo: gr.Blocks) -> None:
+def guard(demo: gr.Blocks, local_url: str) -> None:
     """Gradio's own file checks on for a page mounted in another app, as ``launch()`` turns them
-    on: a request may name only files in the upload folder."""
+    on: a request may name only files in the upload folder. Checked here: if Gradio would copy a
+    file from outside, the server does not start. ``local_url`` is where this process serves
+    the page (``launch()`` tells MCP so; mounted, MCP would take it from the first request's
+    headers, which a client chooses)."""
     demo.has_launched = True
+    check_file_guard(demo)
     if demo.mcp_server_obj is not None:
+        demo.mcp_server_obj._local_url = local_url
         accept_mcp_files(demo)
     quiet_refusals()
+
+
+def check_file_guard(demo: gr.Blocks) -> None:
+    """Fail closed: ask Gradio's check (``processing_utils._check_allowed``) for this very file."""
+    from gradio.context import LocalContext
+    from gradio.exceptions import InvalidPathError
+    from gradio.processing_utils import _check_allowed
+
+    token = LocalContext.blocks.set(demo)
+    try:
+        _check_allowed(__file__, True)
+    except InvalidPathError:
+        return
+    finally:
+        LocalContext.blocks.reset(token)
+    raise RuntimeError(
+        "Gradio's check of the files a request names is off in this version of Gradio: the "
+        "server would hand out any file it can read. Install the Gradio of requirements.txt."
+    )
+
+
+GRADIO_DIR = str(Path(gr.__file__).parent)
+
+
+def gradio_refusal(error: BaseException | None) -> bool:
+    """Whether ``error`` is Gradio refusing a request's input (a gr.Error, a path not uploaded,
+    too few values) rather than a bug: raised by Gradio's own code, or a gr.Error."""
+    if isinstance(error, gr.Error):
+        return True
+    if not isinstance(error, ValueError) or error.__traceback__ is None:
+        return False
+    frame = error.__traceback__
+    while frame.tb_next is not None:
+        frame = frame.tb_next
+    return frame.tb_frame.f_code.co_filename.startswith(GRADIO_DIR)
 
 
 class _Tracebacks:
@@ -65,11 +107,9 @@ class _Tracebacks:
     @staticmethod
     def print_exc(*args, **kwargs) -> None:
         error = sys.exc_info()[1]
-        if isinstance(error, (gr.Error, ValueError)):  # the request's input, checked by Gradio
-            logger.info(
-                "refused a request: %s",
-                str(error).splitlines()[0] if str(error) else type(error).__name__,
-            )
+        if gradio_refusal(error):
+            message = str(error).splitlines()[0] if str(error) else type(error).__name__
+            logger.info("refused a request: %s", message)
         else:
             traceback.print_exc(*args, **kwargs)
 
@@ -84,11 +124,8 @@ def uploaded(path: str) -> str | None:
     """``path`` when it is a file in Gradio's upload folder (links resolved), else None."""
     try:
         resolved = Path(os.path.abspath(path)).resolve()
-        return (
-            str(resolved)
-            if resolved.is_file() and is_in_or_equal(resolved, get_upload_folder())
-            else None
-        )
+        inside = is_in_or_equal(resolved, get_upload_folder())
+        return str(resolved) if resolved.is_file() and inside else None
     except (OSError, ValueError):
         return None
 
@@ -103,36 +140,29 @@ def accept_mcp_files(demo: gr.Blocks) -> None:
     server = demo.mcp_server_obj
     convert = server.convert_strings_to_filedata
 
-    def own_host() -> str | None:
-        request = server.mcp_server.request_context.request
-        return request.headers.get("host") if request is not None else None
+    def as_file(path: str | None, missing: str) -> dict:
+        if path is None:
+            raise ValueError(f"{missing}; {MCP_FILE_HINT}")
+        return {"path": path, "meta": {"_type": "gradio.FileData"}, "orig_name": Path(path).name}
 
-    def local(value: str):
-        if not value.strip():
+    def local(value):
+        if value is None or (isinstance(value, str) and not value.strip()):
             return None  # not given
+        if not isinstance(value, str):
+            raise ValueError(f"a file argument is a string; {MCP_FILE_HINT}")
         parts = urlsplit(value)
-        if parts.scheme in ("http", "https") and FILE_ROUTE in value and parts.netloc == own_host():
-            path = uploaded(unquote(value.split(FILE_ROUTE, 1)[1].split("?", 1)[0]))
-            if path is None:
-                raise ValueError(f"that file is not on this server any more; {MCP_FILE_HINT}")
-            return {
-                "path": path,
-                "meta": {"_type": "gradio.FileData"},
-                "orig_name": Path(path).name,
-            }
+        if parts.scheme in ("http", "https") and FILE_ROUTE in parts.path:
+            # A file URL of this server (a result to pass on): the upload folder decides.
+            path = unquote(parts.path.split(FILE_ROUTE, 1)[1])
+            return as_file(uploaded(path), "that file is not on this server (any more)")
         if parts.scheme in ("http", "https", "data"):
             return value  # Gradio's MCP fetches it (public addresses only) or decodes it
-        path = uploaded(value)
-        if path is None:
-            raise ValueError(
-                f"a file argument is not a URL nor a file uploaded to this server; {MCP_FILE_HINT}"
-            )
-        return {"path": path, "meta": {"_type": "gradio.FileData"}, "orig_name": Path(path).name}
+        return as_file(uploaded(value), "a file argument is not a URL nor a file uploaded here")
 
     def convert_files(arguments, positions):
         if isinstance(arguments, dict):
             arguments = {
-                name: local(value) if [name] in positions and isinstance(value, str) else value
+                name: local(value) if [name] in positions else value
                 for name, value in arguments.items()
             }
         return convert(arguments, positions)
@@ -166,21 +196,29 @@ def own_upload_folder() -> Callable[[], None]:
 
 
 def prune_uploads() -> None:
-    """At a normal stop, after Gradio has deleted the files it made: the empty folders and
-    zero-byte files that refused uploads leave in the upload folder."""
+    """At a normal stop, after Gradio has deleted the files it made: what refused uploads leave in
+    a shared upload folder (``GRADIO_TEMP_DIR``), Gradio's own names only: empty files among its
+    temporary uploads (``tmp*``) and in its hash folders, and hash folders left empty."""
     root = Path(get_upload_folder())
     if not root.is_dir():
         return
-    for folder, _subfolders, files in os.walk(root, topdown=False):
-        for name in files:
-            path = Path(folder) / name
-            try:
-                if not path.is_symlink() and path.stat().st_size == 0:
-                    path.unlink()
-            except OSError:
-                continue
-        if Path(folder) != root:
-            try:
-                Path(folder).rmdir()  # only when empty
-            except OSError:
-                continue
+    for entry in root.iterdir():
+        if entry.is_symlink():
+            continue
+        if entry.is_file() and entry.name.startswith("tmp"):
+            _remove_if_empty(entry)
+        elif entry.is_dir() and HASH_FOLDER.fullmatch(entry.name):
+            for file in entry.iterdir():
+                if file.is_file() and not file.is_symlink():
+                    _remove_if_empty(file)
+            with contextlib.suppress(OSError):
+                entry.rmdir()  # only when empty
+
+
+HASH_FOLDER = re.compile(r"[0-9a-f]{64}")  # a folder Gradio names by the hash of what it holds
+
+
+def _remove_if_empty(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        if path.stat().st_size == 0:
+            path.unlink()

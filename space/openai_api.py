@@ -250,7 +250,7 @@ class OpenAIDoor:
             or isinstance(speed, bool)
             or not MIN_SPEED <= speed <= MAX_SPEED
         ):
-            shown = f"{speed:.3g}" if isinstance(speed, (int, float)) else type(speed).__name__
+            shown = repr(speed)[:20] if isinstance(speed, (int, float)) else type(speed).__name__
             raise ApiError(
                 400,
                 f"'speed' must be a number from {MIN_SPEED:g} to {MAX_SPEED:g} (1.0 is normal), "
@@ -318,9 +318,14 @@ class OpenAIDoor:
             job = SpeechJob(self.voices, self.parse(await read_json(request)))
             # Waiting for a turn holds a thread: these come from the door's own pool, never Gradio's.
             # A client that leaves meanwhile stops it: out of the line, or at the next step.
-            async with watching(request.receive, job.stopped):
-                await anyio.to_thread.run_sync(job.start, limiter=self.waiting_threads)
-            return SpeechResponse(job)
+            try:
+                async with watching(request.receive, job.stopped):
+                    await anyio.to_thread.run_sync(job.start, limiter=self.waiting_threads)
+                return SpeechResponse(job)  # which closes the job when it ends
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(job.close)  # the turn in the line goes back
+                raise
 
         @router.get("/models")
         async def models(request: Request):
@@ -476,8 +481,11 @@ async def watching(receive, stopped: threading.Event):
     ``http.disconnect``), so a synthesis running in a thread, or waiting in line, stops."""
 
     async def watch() -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
+        try:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+        except Exception:  # noqa: BLE001 - a connection that cannot be read is a client gone
+            logger.info("reading a client's connection failed; taking it as gone")
         stopped.set()
 
     failure = None

@@ -132,20 +132,25 @@ class Line:
 
     def _wait(self, ticket: threading.Event, should_stop) -> None:
         """Wait until a finished request hands over its slot (it sets the ticket), asking
-        ``should_stop`` every ``LEAVE_CHECK_S``."""
-        while not ticket.wait(LEAVE_CHECK_S if should_stop is not None else None):
-            if should_stop():
-                break
-        if should_stop is None or not should_stop():
-            return
-        with self._lock:
-            handed = ticket.is_set()  # the slot came as the client left: pass it on
-            if not handed:
-                self._waiting.remove(ticket)
-        if handed:
-            self._release()
-        logger.info("a request left the line: its client went away")
-        raise Cancelled("the request was abandoned while it waited in line")
+        ``should_stop`` every ``LEAVE_CHECK_S``. However the wait ends without the slot (the
+        client left, ``should_stop`` failed, the thread was interrupted), the ticket leaves the
+        line, or the slot it was just handed goes on to the next."""
+        try:
+            while True:
+                handed = ticket.wait(LEAVE_CHECK_S if should_stop is not None else None)
+                if should_stop is not None and should_stop():  # left, or left as it was handed
+                    logger.info("a request left the line: its client went away")
+                    raise Cancelled("the request was abandoned while it waited in line")
+                if handed:
+                    return
+        except BaseException:
+            with self._lock:
+                handed = ticket.is_set()
+                if not handed:
+                    self._waiting.remove(ticket)
+            if handed:
+                self._release()
+            raise
 
     def _release(self) -> None:
         with self._lock:
@@ -327,9 +332,7 @@ class Voices:
             repaired = (
                 " The LLM was repaired to attend bidirectionally." if voice.repaired_llm else ""
             )
-            return (
-                f"{title} Loaded from `{voice.root}`, {size / 1e6:.0f} MB on disk: ready.{repaired}"
-            )
+            return f"{title} Loaded, {size / 1e6:.0f} MB on disk: ready.{repaired}"
         if precision in self.activity:
             return f"{title} {self.activity[precision]}…"
         if precision in self.failures:

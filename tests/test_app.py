@@ -198,5 +198,5 @@ def test_precision_line_tells_what_is_on_disk(cpu_artifacts, tmp_path):
     assert "On disk:" in voices.describe("fp16") and "int4 LLM" in voices.describe("fp16")
     assert "no fp32 profile" in voices.describe("fp32")
     voices.get("int4")
-    assert "Loaded from" in voices.describe("int4")
+    assert "Loaded," in voices.describe("int4")
     assert "Not downloaded yet from test/none" in availability("test/none", "int4")

@@ -77,7 +77,7 @@ def wait_for_result(page, previous: str, precision: str, timeout: float = 120_00
 def test_the_page_says_when_the_default_precision_is_ready(page):
     """The server loads int4 as it starts; the precision line follows that load without a click."""
     page.wait_for_function(
-        "() => document.querySelector('#precision-info').innerText.includes('Loaded from')",
+        "() => document.querySelector('#precision-info').innerText.includes('Loaded,')",
         timeout=120_000,
     )
     assert "ready" in page.inner_text("#precision-info")

@@ -108,12 +108,16 @@ def page_call(url: str, elem_id: str, data: list) -> dict:
     raise AssertionError("the page's call never completed")
 
 
-def mcp_calls(url: str, calls: list[tuple[str, dict]]) -> list:
+def mcp_calls(url: str, calls: list[tuple[str, dict]], headers: dict | None = None) -> list:
     from mcp import ClientSession
     from mcp.client.streamable_http import streamablehttp_client
 
     async def session():
-        async with streamablehttp_client(f"{url}/gradio_api/mcp/") as (read, write, _):
+        async with streamablehttp_client(f"{url}/gradio_api/mcp/", headers=headers) as (
+            read,
+            write,
+            _,
+        ):
             async with ClientSession(read, write) as mcp:
                 await mcp.initialize()
                 return [await mcp.call_tool(name, arguments) for name, arguments in calls]
@@ -126,6 +130,17 @@ def text_of(result) -> str:
 
 
 # ----------------------------------------------------------------------------- files
+
+
+def test_mcp_calls_the_page_here_whatever_the_first_request_says(server):
+    """Mounted, Gradio's MCP would build its client of the page's API from the first request's
+    headers; this server tells it its own address. (First in the module: the client is made once.)"""
+    url, _, _ = server
+    lying = {"X-Gradio-Server": "http://127.0.0.1:1/", "X-Forwarded-Host": "127.0.0.1:1"}
+    call = ("synthesize", {"text": "Hi.", "seed": 1, "randomize_seed": False, "num_step": 4})
+    (first,) = mcp_calls(url, [call], headers=lying)
+    (second,) = mcp_calls(url, [call])
+    assert not first.isError and not second.isError, (text_of(first), text_of(second))
 
 
 def api_call(url: str, name: str, data: list) -> str:
@@ -172,13 +187,17 @@ def test_no_door_copies_or_serves_a_file_it_was_not_given(server, planted):
                 ("clone", {"text": "Hi.", "voice_prompt": own}),
                 ("transcribe", {"ref_audio": str(target)}),
                 ("save_voice_prompt", {"ref_audio": own, "ref_text": "Hi."}),
+                ("transcribe", {"ref_audio": given}),  # a FileData object, not a string
             ],
         )
         assert all(result.isError for result in results)
         answers += [text_of(result) for result in results]
         assert httpx.get(own).status_code == 403
+    # A path relative to the server's folder: refused without saying where that folder is.
+    answers.append(api_call(url, "transcribe", [file_data("tests/conftest.py"), "Auto"]))
     assert leaked(uploads) == []
-    assert not [a for a in answers if str(uploads) in a], answers  # no answer points at a copy
+    # No answer points at a copy, or says where the server runs.
+    assert not [a for a in answers if str(uploads) in a or str(ROOT) in a], answers
     for path in ("/etc/passwd", str(planted), f"{uploads}/../{planted.parent.name}/{planted.name}"):
         assert httpx.get(f"{url}/gradio_api/file={path}").status_code == 403
 
@@ -279,6 +298,7 @@ def test_mcp_tools_take_uploads_leave_optional_files_out_and_pass_results_on(ser
         (b'{"input": "Hello \\ud800 world"}', "input", "U+D800"),
         (b'{"input": "Hello.", "speed": 1e-310}', "speed", "from 0.1 to 10"),
         (b'{"input": "Hello.", "speed": 1e-300}', "speed", "got 1e-300."),
+        (b'{"input": "Hello.", "speed": 1' + b"0" * 400 + b"}", "speed", "from 0.1 to 10"),
         (b'{"input": "Hello.", "language": "en\\udc00"}', "language", "U+DC00"),
         (b'{"input": "Hello.", "instructions": "\\ud83d"}', "instructions", "U+D83D"),
     ],
@@ -500,15 +520,36 @@ def test_a_normal_stop_leaves_no_upload_folder(cpu_artifacts, tmp_path):
 
 
 def test_a_named_upload_folder_is_pruned_of_what_refused_uploads_leave(tmp_path, monkeypatch):
+    """Only what Gradio names: its temporary uploads and hash folders; another program's empty
+    files and folders in a shared folder stay."""
     from space.gradio_guard import prune_uploads
 
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path))
-    (tmp_path / "empty-hash").mkdir()
-    (tmp_path / "tmp-refused").write_bytes(b"")
-    (tmp_path / "kept").mkdir()
-    (tmp_path / "kept" / "result.wav").write_bytes(b"RIFF")
+    hashed = "0123456789abcdef" * 4
+    (tmp_path / hashed).mkdir()
+    (tmp_path / hashed / "empty.wav").write_bytes(b"")
+    (tmp_path / "tmpk2j3h4").write_bytes(b"")
+    (tmp_path / ("fedcba9876543210" * 4)).mkdir()
+    (tmp_path / ("fedcba9876543210" * 4) / "result.wav").write_bytes(b"RIFF")
+    (tmp_path / "someone-else").mkdir()
+    (tmp_path / "someone-else.lock").write_bytes(b"")
     prune_uploads()
-    assert sorted(p.name for p in tmp_path.rglob("*")) == ["kept", "result.wav"]
+    left = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*"))
+    kept = "fedcba9876543210" * 4
+    assert left == [kept, f"{kept}/result.wav", "someone-else", "someone-else.lock"], left
+
+
+def test_the_server_will_not_start_if_gradio_would_copy_any_file():
+    import gradio as gr
+
+    from space.gradio_guard import check_file_guard
+
+    with gr.Blocks() as demo:
+        gr.Textbox()
+    with pytest.raises(RuntimeError, match="hand out any file"):
+        check_file_guard(demo)  # not marked launched: Gradio checks nothing
+    demo.has_launched = True
+    check_file_guard(demo)
 
 
 def test_a_request_that_leaves_the_line_hands_nothing_to_nobody():
@@ -543,4 +584,13 @@ def test_a_request_that_leaves_the_line_hands_nothing_to_nobody():
     threads["c"].join(5)
     assert served == ["c"] and cancelled == ["a", "b"] and line.waiting == 0
     with line.turn():  # the slot came back
+        with pytest.raises(ZeroDivisionError):  # a should_stop that fails leaves the line too
+
+            def broken():
+                raise ZeroDivisionError
+
+            with line.turn(should_stop=broken):
+                pass
+        assert line.waiting == 0
+    with line.turn():
         pass
