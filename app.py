@@ -32,6 +32,7 @@ from omnivoice_rt.errors import REPORTED, Cancelled
 from omnivoice_rt.formats import pcm16
 from omnivoice_rt.limits import MAX_STEPS, MAX_UPLOAD, MAX_WAITING
 from omnivoice_rt.model import Speech
+from omnivoice_rt.profiles import PROFILES
 from omnivoice_rt.request import DOOR_PRESET, PRESETS, Request
 from omnivoice_rt.text import (
     INSTRUCT_EXCLUSIVE,
@@ -43,9 +44,10 @@ from omnivoice_rt.text import (
 from space import gradio_guard
 from space.serving import (
     DEFAULTS,
-    PRECISIONS,
     Config,
     Voices,
+    availability,
+    graphs_size,
     offered_precisions,
     resolve_seed,
 )
@@ -228,6 +230,28 @@ def stream_synthesis(
     )
 
 
+def precision_line(voices: Voices, precision: str) -> str:
+    """The page's line about a precision: what it is for, what its graphs hold (read from them,
+    so the published int4, whose heads are int4, says so), and whether it is loaded, loading, on
+    disk, or still to download."""
+    profile = PROFILES.get(precision)
+    held = voices.weights(precision)
+    title = f"**{precision}** ({profile.summary if profile else 'unknown'})" + (
+        f": {held}." if held else "."
+    )
+    voice = voices.loaded.get(precision)
+    if voice is not None:
+        size = graphs_size(voice.root, voice.manifest["profiles"][precision]["graphs"])
+        repaired = " The LLM was repaired to attend bidirectionally." if voice.repaired_llm else ""
+        return f"{title} Loaded, {size / 1e6:.0f} MB on disk: ready.{repaired}"
+    if precision in voices.activity:
+        return f"{title} {voices.activity[precision]}…"
+    if precision in voices.failures:
+        failure = voices.failures[precision]
+        return f"{title} It could not be loaded ({failure}); the next synthesis tries again."
+    return f"{title} {availability(voices.config.source, precision)} The first synthesis with it loads it."
+
+
 def step_progress(progress) -> Callable[[int, int], None]:
     return lambda done, total: progress(done / total, desc=f"Step {done}/{total}")
 
@@ -286,7 +310,7 @@ def make_handlers(voices: Voices, default: str):
             text: What to say, up to 10,000 characters, in any of 600+ languages. Non-verbal tags such as [laughter] or [sigh] may appear in it.
             language: The text's language by name ("English") or code ("en"); "Auto" detects it.
             instruct: The voice, as comma-separated items (at most one per kind): gender (male, female), age (child, teenager, young adult, middle-aged, elderly), pitch (very low pitch ... very high pitch), whisper, an English accent ("british accent"). Empty: the model chooses.
-            precision: Model precision: "int4" (fastest on a CPU), "int8", "fp16", "fp32" or "cuda", among those this server offers.
+            precision: Model precision, one this server offers (the page's selector lists them; int4 is the fastest on most CPUs); left out: the server's default.
             num_step: Unmasking steps, 1 to 64 (the preset's: 16 balanced, 32 best, 12 fast).
             guidance: Classifier-free guidance scale, 0 to 5 (2 by default).
             speed: Speaking rate, 1.0 normal; above 1 is faster.
@@ -328,7 +352,7 @@ def make_handlers(voices: Voices, default: str):
             ref_text: What the recording says, up to 2,000 characters; empty: it is transcribed with Whisper.
             voice_prompt: A voice prompt file (.npz) from save_voice_prompt (the URL it returned), used instead of ref_audio and ref_text; leave it out (or empty) otherwise.
             language: The text's language by name or code; "Auto" detects it.
-            precision: Model precision: "int4", "int8", "fp16", "fp32" or "cuda", among those this server offers.
+            precision: Model precision, one this server offers; left out: the server's default.
             num_step: Unmasking steps, 1 to 64.
             guidance: Classifier-free guidance scale, 0 to 5.
             speed: Speaking rate, 1.0 normal.
@@ -392,7 +416,7 @@ def make_handlers(voices: Voices, default: str):
         Args:
             ref_audio: A recording of the voice: 3-10 s of one person speaking clearly (0.5-30 s accepted; up to 20 MB): an http(s) URL, a data: URI, or the path POST /gradio_api/upload returned.
             ref_text: What the recording says; empty: it is transcribed with Whisper.
-            precision: The model precision the prompt is for: "int4", "int8", "fp16", "fp32" or "cuda" (prompts work across precisions).
+            precision: The model precision that encodes the prompt (prompts work across precisions); left out: the server's default.
         Returns:
             A voice prompt file (.npz, kept for an hour on this server) to pass to clone as voice_prompt.
         """
@@ -507,6 +531,10 @@ def build_demo(config: Config | None = None, voices: Voices | None = None) -> gr
         make_handlers(voices, default)
     )
     examples_cache()
+
+    def describe(precision: str) -> str:
+        return precision_line(voices, precision)
+
     # Uploads and results in Gradio's cache are deleted after an hour, checked every ten minutes.
     with gr.Blocks(title="OmniVoice ONNX", delete_cache=(600, 3600)) as demo:
         gr.Markdown(
@@ -516,12 +544,12 @@ def build_demo(config: Config | None = None, voices: Voices | None = None) -> gr
             precision = gr.Radio(
                 offered, value=default, label="Precision", scale=1, elem_id="precision"
             )
-            precision_info = gr.Markdown(voices.describe(default), elem_id="precision-info")
-        precision.change(voices.describe, precision, precision_info, api_visibility="private")
+            precision_info = gr.Markdown(describe(default), elem_id="precision-info")
+        precision.change(describe, precision, precision_info, api_visibility="private")
         # While a load is under way, the precision line follows it (outside the synthesis queue).
         watch = gr.Timer(1.0, active=config.preload)
         watch.tick(
-            lambda p: (voices.describe(p), gr.Timer(active=bool(voices.activity))),
+            lambda p: (describe(p), gr.Timer(active=bool(voices.activity))),
             precision,
             [precision_info, watch],
             queue=False,
@@ -647,7 +675,7 @@ def build_demo(config: Config | None = None, voices: Voices | None = None) -> gr
         ):
             button.click(
                 handler, [*inputs, sentences], [player, output, info], api_visibility="private"
-            ).then(voices.describe, precision, precision_info, api_visibility="private")
+            ).then(describe, precision, precision_info, api_visibility="private")
         # The API's stable endpoints (gradio_client): the whole result at the end, from buttons the page does not show.
         for api_name, handler, inputs in (
             ("synthesize", synthesize, tts_inputs),
@@ -690,7 +718,7 @@ def build_server(
     demo = build_demo(config, voices)
     # Gradio's queue lets requests through to the one line (which turns away the surplus), with
     # room beside it for requests that are downloading or loading another precision.
-    workers = config.concurrency + len(PRECISIONS)
+    workers = config.concurrency + len(PROFILES)
     demo.queue(default_concurrency_limit=workers, max_size=workers + config.max_waiting)
     server = gr.mount_gradio_app(
         server,
@@ -724,7 +752,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--precision",
-        choices=list(PRECISIONS),
+        choices=list(PROFILES),
         default=os.environ.get("OMNIVOICE_PRECISION", "int4"),
     )
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))

@@ -33,12 +33,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from omnivoice_rt.manifest import (
-    FORMAT_VERSION,
-    MANIFEST_NAME,
-    PROFILE_DIRS,
-    sha256_of,
-)
+from omnivoice_rt.manifest import FORMAT_VERSION, MANIFEST_NAME, sha256_of
+from omnivoice_rt.profiles import PROFILES, Profile
 
 logger = logging.getLogger("build_artifacts")
 
@@ -51,28 +47,25 @@ TOKENIZER_FILES = (
 
 
 @dataclass(frozen=True)
-class Profile:
-    """What one ``--device`` builds: the precision name, and each part's precision."""
+class Recipe:
+    """How one profile's parts are built (which profile each ``--device`` builds, and its folder,
+    are the runtime's table: ``omnivoice_rt.profiles.PROFILES``)."""
 
-    precision: str  # manifest key and runtime name: int4, int8, fp16, cuda, fp32
     encoder: str  # int4 | int8 | fp16 | fp32
     heads: str  # fp16 | fp32: never int4
     llm: str  # a key of omnivoice_build.llm.BUILDER_TARGETS
     block_size: int = 32  # of the int4/int8 weights, unless --block-size says otherwise
 
-    @property
-    def dir(self) -> str:
-        return PROFILE_DIRS[self.precision]
 
-
-PROFILES = {
-    "cpu": Profile("int4", encoder="int4", heads="fp32", llm="int4"),
-    "cpu_fp16": Profile("fp16", encoder="fp16", heads="fp16", llm="int4"),
-    "gpu": Profile("cuda", encoder="fp16", heads="fp16", llm="fp16_cuda"),
-    "cpu_fp32": Profile("fp32", encoder="fp32", heads="fp32", llm="fp32"),
+RECIPES = {
+    "int4": Recipe(encoder="int4", heads="fp32", llm="int4"),
+    "fp16": Recipe(encoder="fp16", heads="fp16", llm="int4"),
+    "cuda": Recipe(encoder="fp16", heads="fp16", llm="fp16_cuda"),
+    "fp32": Recipe(encoder="fp32", heads="fp32", llm="fp32"),
     # Weight-only int8, block 128: about as fast as int4 block 32 with far less error.
-    "cpu_int8": Profile("int8", encoder="int8", heads="fp32", llm="int8", block_size=128),
+    "int8": Recipe(encoder="int8", heads="fp32", llm="int8", block_size=128),
 }
+DEVICES = {profile.device: profile for profile in PROFILES.values()}  # --device -> the profile
 
 
 class BuildError(Exception):
@@ -254,11 +247,12 @@ def build_profile(checkpoint: Path, staging: Path, profile: Profile, block_size:
     from omnivoice_build.llm import build_llm
     from omnivoice_build.olive_export import export_submodel
 
-    out_dir = staging / profile.dir
+    recipe = RECIPES[profile.name]
+    out_dir = staging / profile.folder
     graphs = {}
     for name, precision in (
-        ("audio_embeddings_encoder", profile.encoder),
-        ("audio_heads_decoder", profile.heads),
+        ("audio_embeddings_encoder", recipe.encoder),
+        ("audio_heads_decoder", recipe.heads),
     ):
         started = time.perf_counter()
         try:
@@ -268,17 +262,17 @@ def build_profile(checkpoint: Path, staging: Path, profile: Profile, block_size:
         logger.info("%s: done in %.1f s", name, time.perf_counter() - started)
     started = time.perf_counter()
     try:
-        build_llm(checkpoint, out_dir, profile.llm, block_size)
+        build_llm(checkpoint, out_dir, recipe.llm, block_size)
     except Exception as exc:  # noqa: BLE001
         raise BuildError("llm_decoder", f"{type(exc).__name__}: {exc}") from exc
     graphs["llm_decoder"] = out_dir / "llm_decoder.onnx"
     logger.info("llm_decoder: done in %.1f s", time.perf_counter() - started)
     return {
-        "dir": profile.dir,
-        "encoder": profile.encoder,
-        "heads": profile.heads,
-        "llm": profile.llm,
-        "llm_block_size": block_size if profile.llm in ("int4", "int8") else None,
+        "dir": profile.folder,
+        "encoder": recipe.encoder,
+        "heads": recipe.heads,
+        "llm": recipe.llm,
+        "llm_block_size": block_size if recipe.llm in ("int4", "int8") else None,
         "graphs": {name: describe_graph(path, staging) for name, path in graphs.items()},
     }
 
@@ -322,10 +316,10 @@ def build(args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory(dir=output, prefix=".staging-") as staging:
         staging = Path(staging)
         if not args.higgs_only:
-            profile = PROFILES[args.device]
-            block_size = args.block_size or profile.block_size
+            profile = DEVICES[args.device]
+            block_size = args.block_size or RECIPES[profile.name].block_size
             update["profiles"] = {
-                profile.precision: build_profile(checkpoint, staging, profile, block_size)
+                profile.name: build_profile(checkpoint, staging, profile, block_size)
             }
         if args.higgs_only or args.include_higgs:
             update["audio_tokenizer"] = build_higgs(checkpoint, staging, args.higgs_precision)
@@ -499,7 +493,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--device",
-        choices=sorted(PROFILES),
+        choices=sorted(DEVICES),
         default="cpu",
         help="which profile to build (default cpu)",
     )

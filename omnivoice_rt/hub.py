@@ -32,7 +32,6 @@ from omnivoice_rt.bidirectional import check_bidirectional, declares_causal, mak
 from omnivoice_rt.manifest import (
     CODEC_DIR,
     CODEC_VARIANTS,
-    DEVICE_OF_PRECISION,
     PROFILE_DIRS,
     ArtifactError,
     load_manifest,
@@ -40,6 +39,7 @@ from omnivoice_rt.manifest import (
     safe_join,
     verify_files,
 )
+from omnivoice_rt.profiles import PROFILES
 from omnivoice_rt.sessions import cuda_available, require_cuda
 from omnivoice_rt.signatures import MAIN_ROLES
 
@@ -54,25 +54,13 @@ SHARED_FILES = [
     "chat_template.jinja",
     "omnivoice_manifest.json",
 ]
-PRECISION_FILES = {
-    "fp16": [
-        "audio_embeddings_encoder.onnx*",
-        "llm_decoder.onnx*",
-        "audio_heads_decoder.onnx*",
-        "genai_config.json",
-    ],
-    "int4": ["int4/*"],
-    "int8": ["int8/*"],
-    "cuda": ["cuda/*"],
-    "fp32": ["fp32/*"],
-}
 Progress = Callable[[float, str], None]
 
 
 def allow_patterns(precision: str) -> list[str]:
-    if precision not in PRECISION_FILES:
-        raise ValueError(f"unknown precision {precision!r}; use one of {sorted(PRECISION_FILES)}")
-    return PRECISION_FILES[precision] + SHARED_FILES
+    if precision not in PROFILES:
+        raise ValueError(f"unknown precision {precision!r}; use one of {', '.join(PROFILES)}")
+    return PROFILES[precision].patterns() + SHARED_FILES
 
 
 def ignore_patterns(precision: str) -> list[str]:
@@ -190,7 +178,7 @@ def fetch(
     from huggingface_hub.constants import ENDPOINT
 
     revision = revision or os.environ.get("OMNIVOICE_REVISION") or "main"
-    precisions = [precision] if precision else list(PRECISION_FILES)
+    precisions = [precision] if precision else list(PROFILES)
     allow = sorted({pattern for p in precisions for pattern in allow_patterns(p)})
     ignore = sorted(set.intersection(*(set(ignore_patterns(p)) for p in precisions)))
     ignore += ["*.data"] if graphs_only else []
@@ -270,7 +258,7 @@ def available_precisions(source: str | Path | None) -> list[str] | None:
         if files is None:
             return None
         found = precisions_in(files)
-    return [p for p in PRECISION_FILES if p in found and (p != "cuda" or cuda_available())]
+    return [p for p in PROFILES if p in found and (p != "cuda" or cuda_available())]
 
 
 # ----------------------------------------------------------------------------- repair
@@ -364,7 +352,7 @@ def build_locally(checkpoint: str, precision: str, output: Path | None = None) -
 
     name = re.sub(r"[^\w.-]+", "_", checkpoint.strip("/"))[-80:]
     output = output or Path(HF_HOME) / "omnivoice_builds" / name
-    device = DEVICE_OF_PRECISION[precision]
+    device = PROFILES[precision].device
     try:
         if precision in load_manifest(output)["profiles"]:
             return output

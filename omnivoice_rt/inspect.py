@@ -16,6 +16,7 @@ from omnivoice_rt.bidirectional import GQA, declares_causal
 from omnivoice_rt.errors import ArtifactError
 from omnivoice_rt.hub import fetch, remote_files, repair_storage, repo_of
 from omnivoice_rt.manifest import CODEC_DIR, CODEC_VARIANTS, PROFILE_DIRS, load_manifest, safe_join
+from omnivoice_rt.profiles import ROLE_NAMES, weights_of
 from omnivoice_rt.sessions import open_graph
 from omnivoice_rt.signatures import CODEC_ROLES, bind, ports_of_graph
 
@@ -50,6 +51,8 @@ def _graph_lines(folder: Path, role: str, relative: str, remote) -> list[str]:
     size = _size(folder, relative, remote)
     lines = [f"  {role}: {relative}, {'?' if size is None else f'{size / 1e6:.1f} MB'}"]
     inputs, outputs = ports_of_graph(path)
+    if role in ROLE_NAMES:
+        lines.append(f"    weights: {weights_of(path)}")
     lines.append(f"    inputs:  {_ports(inputs, 'past')}")
     lines.append(f"    outputs: {_ports(outputs, 'present')}")
     try:

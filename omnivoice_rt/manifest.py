@@ -27,16 +27,14 @@ import logging
 from pathlib import Path, PurePosixPath
 
 from omnivoice_rt.errors import ArtifactError
+from omnivoice_rt.profiles import PROFILE_DIRS, PROFILES
 from omnivoice_rt.signatures import CODEC_ROLES, MAIN_ROLES
 
-__all__ = ["ArtifactError"]  # re-exported: callers import it from here too
+__all__ = ["PROFILE_DIRS", "ArtifactError"]  # re-exported: callers import them from here too
 logger = logging.getLogger(__name__)
 
 MANIFEST_NAME = "omnivoice_manifest.json"
 FORMAT_VERSION = 1
-
-# Precision name -> the profile's folder, relative to the artifact root (docs/design.md section 2).
-PROFILE_DIRS = {"fp16": ".", "int4": "int4", "int8": "int8", "cuda": "cuda", "fp32": "fp32"}
 
 
 def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
@@ -240,19 +238,10 @@ def profile_files(manifest: dict, precision: str) -> list[str]:
         built = sorted(manifest.get("profiles", {}))
         raise ArtifactError(
             f"this artifact folder has no {precision!r} profile (it has {built}); build it with "
-            f"`python build_artifacts.py --device {DEVICE_OF_PRECISION.get(precision, precision)}`"
+            f"`python build_artifacts.py --device {PROFILES[precision].device if precision in PROFILES else precision}`"
         )
     graphs = list(manifest["profiles"][precision]["graphs"].values())
     for _, codec in codec_candidates(manifest, precision):
         graphs += list(codec["graphs"].values())
     wanted = {g["file"] for g in graphs} | set(manifest.get("tokenizer", []))
     return [f for f in manifest["files"] if f in wanted or f.rsplit(".data", 1)[0] in wanted]
-
-
-DEVICE_OF_PRECISION = {
-    "int4": "cpu",
-    "int8": "cpu_int8",
-    "fp16": "cpu_fp16",
-    "cuda": "gpu",
-    "fp32": "cpu_fp32",
-}

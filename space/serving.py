@@ -29,19 +29,13 @@ from omnivoice_rt.hub import DEFAULT_REPO, available_precisions
 from omnivoice_rt.limits import MAX_WAITING
 from omnivoice_rt.manifest import PROFILE_DIRS, load_manifest
 from omnivoice_rt.model import OmniVoiceONNX
+from omnivoice_rt.profiles import PROFILES, PUBLISHED, ROLE_NAMES, describe_weights
 from omnivoice_rt.request import DOOR_PRESET, PRESETS, GenerationSettings, Request
 from omnivoice_rt.sessions import cuda_available
 from omnivoice_rt.voice_prompt import VoicePrompt
 
 logger = logging.getLogger(__name__)
 
-PRECISIONS = {
-    "int4": "int4 (CPU, fastest): int4 encoder and LLM, fp32 heads",
-    "int8": "int8 (CPU, closest to fp32 of the fast ones): int8 encoder and LLM, fp32 heads",
-    "fp16": "fp16 (CPU): fp16 encoder and heads, int4 LLM",
-    "fp32": "fp32 (CPU, reference): everything fp32",
-    "cuda": "cuda (GPU): fp16 everything, CUDA execution provider",
-}
 # The page's settings as they start, and the API's defaults (the doors' preset, a random seed).
 DEFAULTS = {
     "num_step": PRESETS[DOOR_PRESET]["num_step"],
@@ -75,13 +69,15 @@ class Config:
 
 def offered_precisions(source: str | None) -> list[str]:
     """What the server offers: the precisions the source has (its manifest, or the repo's file
-    list, asked once), cuda only with CUDA; every CPU precision when the Hub cannot be asked."""
+    list, asked once), cuda only with CUDA; when the Hub cannot be asked, what the published repo
+    has (``PUBLISHED``)."""
     try:
         found = available_precisions(source)
     except ArtifactError as exc:
         logger.warning("%s", exc)
         found = None
-    return [p for p in PRECISIONS if (p in found if found else p != "cuda" or cuda_available())]
+    found = found or [*PUBLISHED, *(["cuda"] if cuda_available() else [])]
+    return [p for p in PROFILES if p in found]
 
 
 def resolve_seed(seed, randomize: bool) -> int:
@@ -168,12 +164,12 @@ class Voices:
 
     def __init__(self, config: Config, offered: list[str] | None = None):
         self.config = config
-        self.offered = offered or list(PRECISIONS)
+        self.offered = offered or list(PROFILES)
         self.default = config.precision if config.precision in self.offered else self.offered[0]
         self.loaded: dict[str, OmniVoiceONNX] = {}
         self.activity: dict[str, str] = {}
         self.failures: dict[str, str] = {}
-        self._locks = {precision: threading.Lock() for precision in PRECISIONS}
+        self._locks = {precision: threading.Lock() for precision in PROFILES}
         self.line = Line(config.concurrency, config.max_waiting)
         self.asr: Transcriber | None = None  # one speech recogniser for every precision
         self._asr_lock = threading.Lock()
@@ -323,21 +319,22 @@ class Voices:
         thread.start()
         return thread
 
-    def describe(self, precision: str) -> str:
-        """What the precision is made of, and whether it is loaded, loading, on disk, or still to download."""
-        title = f"**{PRECISIONS.get(precision, precision)}**."
+    def weights(self, precision: str) -> str | None:
+        """What the precision's graphs hold (``LLM int4 (block 32), encoder ..., heads ...``),
+        read from the graphs loaded, or from a local folder's; None before a download."""
         voice = self.loaded.get(precision)
         if voice is not None:
-            size = graphs_size(voice.root, voice.manifest["profiles"][precision]["graphs"])
-            repaired = (
-                " The LLM was repaired to attend bidirectionally." if voice.repaired_llm else ""
+            return describe_weights({role: voice.graphs[role].path for role in ROLE_NAMES})
+        source = self.config.source
+        if not (source and Path(source).is_dir()):
+            return None
+        try:
+            graphs = load_manifest(source)["profiles"][precision]["graphs"]
+            return describe_weights(
+                {role: Path(source) / graphs[role]["file"] for role in ROLE_NAMES}
             )
-            return f"{title} Loaded, {size / 1e6:.0f} MB on disk: ready.{repaired}"
-        if precision in self.activity:
-            return f"{title} {self.activity[precision]}…"
-        if precision in self.failures:
-            return f"{title} It could not be loaded ({self.failures[precision]}); the next synthesis tries again."
-        return f"{title} {availability(self.config.source, precision)} The first synthesis with it loads it."
+        except (ArtifactError, KeyError, OSError, ValueError):
+            return None
 
 
 def graphs_size(root: Path, graphs: dict) -> int:
