@@ -156,6 +156,34 @@ class Line:
                 self._free += 1
 
 
+class PromptCache:
+    """The last ``PROMPT_CACHE_SIZE`` references encoded (and transcribed), by the reference's
+    bytes, its transcript (or the language it is transcribed in) and the precision."""
+
+    def __init__(self, size: int = PROMPT_CACHE_SIZE):
+        self.size = size
+        self._prompts: OrderedDict[tuple, VoicePrompt] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, voice: OmniVoiceONNX, ref_audio, ref_text, language) -> tuple[VoicePrompt, bool]:
+        """The reference's voice prompt, and whether it was already here (else it is made now)."""
+        transcript = (ref_text or "").strip()
+        is_file = isinstance(ref_audio, (str, Path)) and Path(ref_audio).is_file()
+        digest = hashlib.sha256(Path(ref_audio).read_bytes()).hexdigest() if is_file else None
+        key = (voice.precision, digest, transcript, None if transcript else language)
+        with self._lock:
+            prompt = self._prompts.get(key) if digest else None
+            if prompt is not None:
+                self._prompts.move_to_end(key)
+                return prompt, True
+        prompt = voice.create_voice_prompt(ref_audio, transcript or None, language=language)
+        with self._lock:
+            self._prompts[key] = prompt
+            while len(self._prompts) > self.size:
+                self._prompts.popitem(last=False)
+        return prompt, False
+
+
 class Voices:
     """Each precision's ``OmniVoiceONNX``, loaded once and kept. Each precision has its own lock,
     so a request for a loaded precision never waits behind another one's download. ``activity``
@@ -173,9 +201,7 @@ class Voices:
         self.line = Line(config.concurrency, config.max_waiting)
         self.asr: Transcriber | None = None  # one speech recogniser for every precision
         self._asr_lock = threading.Lock()
-        # the last PROMPT_CACHE_SIZE references
-        self.prompts: OrderedDict[tuple, VoicePrompt] = OrderedDict()
-        self._prompts_lock = threading.Lock()
+        self.prompts = PromptCache()
 
     def slot(self, progress=None, on_wait=None, should_stop=None):
         """A turn in the line: the model work of a request runs inside one, its download and load
@@ -243,30 +269,6 @@ class Voices:
                     raise ValueError(str(exc)) from exc  # it says to type the transcript instead
             return self.asr
 
-    def voice_prompt(
-        self, voice: OmniVoiceONNX, ref_audio, ref_text, language
-    ) -> tuple[VoicePrompt, bool]:
-        """The reference encoded (and transcribed) once: kept by its bytes, its transcript (or the
-        language it is transcribed in) and the precision. Says whether it was already there."""
-        transcript = (ref_text or "").strip()
-        digest = (
-            hashlib.sha256(Path(ref_audio).read_bytes()).hexdigest()
-            if Path(ref_audio).is_file()
-            else None
-        )
-        key = (voice.precision, digest, transcript, None if transcript else language)
-        with self._prompts_lock:
-            prompt = self.prompts.get(key) if digest else None
-            if prompt is not None:
-                self.prompts.move_to_end(key)
-                return prompt, True
-        prompt = voice.create_voice_prompt(ref_audio, transcript or None, language=language)
-        with self._prompts_lock:
-            self.prompts[key] = prompt
-            while len(self.prompts) > PROMPT_CACHE_SIZE:
-                self.prompts.popitem(last=False)
-        return prompt, False
-
     @contextlib.contextmanager
     def prepared(
         self, precision: str, request: Request, progress=None, on_wait=None, should_stop=None
@@ -300,7 +302,7 @@ class Voices:
             if ref_audio is None:
                 yield voice, None, False
             else:
-                yield voice, *self.voice_prompt(voice, ref_audio, ref_text, language)
+                yield voice, *self.prompts.get(voice, ref_audio, ref_text, language)
 
     def preload(self, precision: str) -> threading.Thread:
         """Load ``precision``, then the speech recogniser, in the background; requests wait for these loads."""

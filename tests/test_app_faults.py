@@ -8,6 +8,7 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 import soundfile as sf
 from gradio_client import Client
@@ -37,6 +38,12 @@ def test_hub_down_at_start_then_back(published, tmp_path):
         [], tmp_path / "app.log", **hub_env(f"http://127.0.0.1:{port}", tmp_path / "hf")
     ) as url:
         client = Client(url, verbose=False)
+        # The Hub could not be asked which profiles the repo has: the published layout's are offered.
+        page = httpx.get(f"{url}/config").json()
+        (selector,) = [
+            c for c in page["components"] if c.get("props", {}).get("elem_id") == "precision"
+        ]
+        assert [choice[1] for choice in selector["props"]["choices"]] == ["int4", "fp16"]
         with pytest.raises(Exception, match="cannot reach"):
             client.predict("Hello.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
         hub = HubServer(published, REPO, port=port).start()
