@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import inspect
 import logging
 import os
 import shutil
@@ -368,47 +369,31 @@ def make_handlers(voices: Voices, default: str):
         # The arguments by name (this signature is the API's): see page_request.
         return run_synthesis(voices, precision, progress, page_request(locals()))
 
-    def synthesize_page(
-        text,
-        language,
-        instruct,
-        precision,
-        num_step,
-        guidance,
-        speed,
-        duration,
-        seed,
-        randomize_seed,
-        denoise,
-        postprocess,
-        preset,
-        sentences,
-        progress=gr.Progress(),
-    ):
-        request = page_request(locals())
-        yield from stream_synthesis(voices, precision, progress, request, bool(sentences))
+    def page_twin(api_handler):
+        """The page's button for an API handler: the same fields (this signature, which Gradio
+        reads, is the handler's), then the "sentence by sentence" box; the pieces go to the
+        player as they are made."""
+        signature = inspect.signature(api_handler)
+        *fields, progress = signature.parameters.values()
+        sentences = inspect.Parameter(
+            "sentences", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=False
+        )
+        twin_signature = signature.replace(parameters=[*fields, sentences, progress])
 
-    def clone_page(
-        text,
-        ref_audio,
-        ref_text,
-        voice_prompt,
-        language,
-        precision,
-        num_step,
-        guidance,
-        speed,
-        duration,
-        seed,
-        randomize_seed,
-        denoise,
-        postprocess,
-        preset,
-        sentences,
-        progress=gr.Progress(),
-    ):
-        request = page_request(locals())
-        yield from stream_synthesis(voices, precision, progress, request, bool(sentences))
+        def twin(*args, **kwargs):
+            bound = twin_signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            values = bound.arguments
+            tracker = values.pop("progress", progress.default)
+            pieces = bool(values.pop("sentences", False))
+            request = page_request(values)
+            yield from stream_synthesis(voices, values["precision"], tracker, request, pieces)
+
+        twin.__signature__ = twin_signature
+        twin.__name__ = f"{api_handler.__name__}_page"
+        return twin
+
+    synthesize_page, clone_page = page_twin(synthesize), page_twin(clone)
 
     def save_voice_prompt(ref_audio, ref_text=None, precision=default, progress=gr.Progress()):
         """Encode a reference recording once as a voice prompt file, to clone that voice again without the recording.
