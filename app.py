@@ -699,6 +699,7 @@ def build_server(
     # No generated docs: the OpenAI door's contract is OpenAI's, the page documents its own API.
     server = FastAPI(title="OmniVoice ONNX", docs_url=None, redoc_url=None, openapi_url=None)
     server.add_middleware(gradio_guard.QuietDisconnects)
+    server.add_middleware(gradio_guard.NoFileProxy)
     OpenAIDoor(voices, voice_dir, api_key).install(server)
     demo = build_demo(config, voices)
     # Gradio's queue lets requests through to the one line (which turns away the surplus), with

@@ -184,6 +184,22 @@ class QuietDisconnects:
             logger.info("a client went away while sending its request to %s", scope.get("path"))
 
 
+class NoFileProxy:
+    """ASGI middleware: ``/gradio_api/file=`` followed by a URL is Gradio fetching that URL for
+    the client, which would make a public server anyone's proxy; this page needs none, so 403."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        path = unquote(scope.get("path", "")) if scope["type"] == "http" else ""
+        if FILE_ROUTE in path and "://" in path.split(FILE_ROUTE, 1)[1]:
+            await send({"type": "http.response.start", "status": 403, "headers": []})
+            await send({"type": "http.response.body", "body": b"File not allowed."})
+            return
+        await self.app(scope, receive, send)
+
+
 def own_upload_folder() -> Callable[[], None]:
     """Gradio's upload folder for this process alone (before the page is built), unless
     ``GRADIO_TEMP_DIR`` names one; returns what to do at a normal stop: remove it, or, for a

@@ -200,6 +200,9 @@ def test_no_door_copies_or_serves_a_file_it_was_not_given(server, planted):
     assert not [a for a in answers if str(uploads) in a or str(ROOT) in a], answers
     for path in ("/etc/passwd", str(planted), f"{uploads}/../{planted.parent.name}/{planted.name}"):
         assert httpx.get(f"{url}/gradio_api/file={path}").status_code == 403
+    for proxied in ("https://example.com/a.wav", "http%3A//127.0.0.1:1/x"):  # nobody's proxy
+        refused = httpx.get(f"{url}/gradio_api/file={proxied}")  # before Gradio tries to fetch it
+        assert (refused.status_code, refused.text) == (403, "File not allowed."), refused.text
 
 
 def test_a_file_that_is_not_audio_is_refused_without_naming_its_copy(server, tmp_path):
