@@ -129,7 +129,8 @@ def describe_unlisted_folder(root: Path, note: str = "none") -> dict:
     the codec from ``audio_tokenizer/`` and its variants. Sizes and hashes are unknown, so
     ``files`` lists what is there without them. ``note`` says what manifest the folder had."""
     profiles = {}
-    for precision, folder in PROFILE_DIRS.items():
+    # The root's profile first (as the published repo lists it), then the table's order.
+    for precision, folder in sorted(PROFILE_DIRS.items(), key=lambda item: item[1] != "."):
         graphs = _graphs_in(root, folder, MAIN_ROLES)
         if graphs:
             profiles[precision] = {"dir": folder, "graphs": graphs}
