@@ -392,6 +392,18 @@ def speech(url: str, text: str, timeout: float, **fields) -> httpx.Response:
     )
 
 
+def streamed_long_text(url: str):
+    """A long text, sentence by sentence at 32 steps a piece, as a stream the caller reads."""
+    body = {"model": "tts-1-hd", "voice": "auto", "input": LONG, "response_format": "pcm"}
+    return httpx.stream(
+        "POST",
+        f"{url}/v1/audio/speech",
+        json={**body, "sentences": True},
+        headers={"Authorization": f"Bearer {KEY}"},
+        timeout=120,
+    )
+
+
 def wait_for(condition, seconds: float = 60) -> None:
     deadline = time.time() + seconds
     while not condition():
@@ -415,20 +427,7 @@ def test_a_one_piece_request_whose_client_left_stops(server):
 def test_a_client_that_leaves_mid_stream_stops_the_piece_being_made(server):
     url, _, log = server
     since = log_lines(log)
-    body = {
-        "model": "tts-1-hd",
-        "voice": "auto",
-        "input": LONG,
-        "response_format": "pcm",
-        "sentences": True,
-    }
-    with httpx.stream(
-        "POST",
-        f"{url}/v1/audio/speech",
-        json=body,
-        headers={"Authorization": f"Bearer {KEY}"},
-        timeout=120,
-    ) as response:
+    with streamed_long_text(url) as response:
         next(response.iter_raw())  # the first piece is out; the second is being made
     wait_for(lambda: stopped_after(log, since))
     assert stopped_after(log, since)[0] < 64  # within the second piece of 32 steps
@@ -439,20 +438,7 @@ def test_clients_that_leave_while_waiting_leave_the_line(server):
     the line at once: a newcomer finds only the one being served ahead of it."""
     url, _, log = server
     since = log_lines(log)
-    body = {
-        "model": "tts-1-hd",
-        "voice": "auto",
-        "input": LONG,
-        "response_format": "pcm",
-        "sentences": True,
-    }
-    with httpx.stream(
-        "POST",
-        f"{url}/v1/audio/speech",
-        json=body,
-        headers={"Authorization": f"Bearer {KEY}"},
-        timeout=120,
-    ) as served:
+    with streamed_long_text(url) as served:
         chunks = served.iter_raw()
         next(chunks)
 
