@@ -43,15 +43,8 @@ from omnivoice_rt.text import (
     language_display_name,
 )
 from space import gradio_guard
-from space.serving import (
-    DEFAULTS,
-    Config,
-    Voices,
-    availability,
-    graphs_size,
-    offered_precisions,
-    resolve_seed,
-)
+from space.models import graphs_size, offered_precisions
+from space.serving import DEFAULTS, Config, Service, resolve_seed
 
 logger = logging.getLogger(__name__)
 
@@ -152,12 +145,12 @@ def as_messages():
 
 
 @contextlib.contextmanager
-def prepared(voices: Voices, precision: str, progress, request: Request, should_stop):
-    """``Voices.prepared`` (load, wait in line, encode the reference) with the errors as messages;
+def prepared(service: Service, precision: str, progress, request: Request, should_stop):
+    """``Service.prepared`` (load, wait in line, encode the reference) with the errors as messages;
     a request whose client went away leaves the line."""
     with (
         as_messages(),
-        voices.prepared(precision, request, progress, should_stop=should_stop) as ready,
+        service.prepared(precision, request, progress, should_stop=should_stop) as ready,
     ):
         yield ready
 
@@ -189,24 +182,24 @@ def page_request(fields: dict) -> Request:
 
 
 def run_synthesis(
-    voices: Voices, precision: str, progress, request: Request
+    service: Service, precision: str, progress, request: Request
 ) -> tuple[tuple[int, np.ndarray], str]:
     """Load the precision, synthesize with a step-by-step progress bar, turn errors into gr.Error."""
     gone = abandoned()
-    with prepared(voices, precision, progress, request, gone) as (voice, ready, reused):
+    with prepared(service, precision, progress, request, gone) as (voice, ready, reused):
         speech = voice.generate(ready, progress=step_progress(progress), should_stop=gone)
     return (speech.sample_rate, pcm16(speech.waveform)), result_line(speech, request.seed, reused)
 
 
 def stream_synthesis(
-    voices: Voices, precision: str, progress, request: Request, sentences: bool = False
+    service: Service, precision: str, progress, request: Request, sentences: bool = False
 ) -> Iterator[tuple]:
     """``run_synthesis`` for the page: each piece goes to the player as soon as it is made (when
     ``STREAMING``), then the pieces joined (what was played) become the result to download.
     Yields (piece, whole, info)."""
     parts: list[Speech] = []
     gone = abandoned()
-    with prepared(voices, precision, progress, request, gone) as (voice, ready, reused):
+    with prepared(service, precision, progress, request, gone) as (voice, ready, reused):
         stream = voice.stream(
             ready, progress=step_progress(progress), should_stop=gone, sentences=sentences
         )
@@ -231,26 +224,26 @@ def stream_synthesis(
     )
 
 
-def precision_line(voices: Voices, precision: str) -> str:
+def precision_line(service: Service, precision: str) -> str:
     """The page's line about a precision: what it is for, what its graphs hold (read from them,
     so the published int4, whose heads are int4, says so), and whether it is loaded, loading, on
     disk, or still to download."""
     profile = PROFILES.get(precision)
-    held = voices.weights(precision)
+    held = service.models.weights(precision)
     title = f"**{precision}** ({profile.summary if profile else 'unknown'})" + (
         f": {held}." if held else "."
     )
-    voice = voices.loaded.get(precision)
+    voice = service.models.loaded.get(precision)
     if voice is not None:
-        size = graphs_size(voice.root, voice.manifest["profiles"][precision]["graphs"])
+        size = graphs_size(voice.root, voice.manifest.profile(precision).graphs)
         repaired = " The LLM was repaired to attend bidirectionally." if voice.repaired_llm else ""
         return f"{title} Loaded, {size / 1e6:.0f} MB on disk: ready.{repaired}"
-    if precision in voices.activity:
-        return f"{title} {voices.activity[precision]}…"
-    if precision in voices.failures:
-        failure = voices.failures[precision]
+    if precision in service.models.activity:
+        return f"{title} {service.models.activity[precision]}…"
+    if precision in service.models.failures:
+        failure = service.models.failures[precision]
         return f"{title} It could not be loaded ({failure}); the next synthesis tries again."
-    return f"{title} {availability(voices.config.source, precision)} The first synthesis with it loads it."
+    return f"{title} {service.models.availability(precision)} The first synthesis with it loads it."
 
 
 def step_progress(progress) -> Callable[[int, int], None]:
@@ -283,9 +276,9 @@ def prompt_file() -> Path:
 # ----------------------------------------------------------------------------- event handlers
 
 
-def make_handlers(voices: Voices, default: str):
+def make_handlers(service: Service, default: str):
     """The API's handlers (the whole result at the end; their docstrings describe the MCP tools)
-    and the page's (pieces as they are made, when ``STREAMING``); all share the voices, their
+    and the page's (pieces as they are made, when ``STREAMING``); all share the service, their
     line and their messages."""
 
     def synthesize(
@@ -325,7 +318,7 @@ def make_handlers(voices: Voices, default: str):
             The speech as a 24 kHz wav file, and one line saying its length, time taken and seed.
         """
         # The arguments by name (this signature is the API's): see page_request.
-        return run_synthesis(voices, precision, progress, page_request(locals()))
+        return run_synthesis(service, precision, progress, page_request(locals()))
 
     def clone(
         text,
@@ -367,7 +360,7 @@ def make_handlers(voices: Voices, default: str):
             The speech as a 24 kHz wav file, and one line saying its length, time taken and seed.
         """
         # The arguments by name (this signature is the API's): see page_request.
-        return run_synthesis(voices, precision, progress, page_request(locals()))
+        return run_synthesis(service, precision, progress, page_request(locals()))
 
     def page_twin(api_handler):
         """The page's button for an API handler: the same fields (this signature, which Gradio
@@ -387,7 +380,7 @@ def make_handlers(voices: Voices, default: str):
             tracker = values.pop("progress", progress.default)
             pieces = bool(values.pop("sentences", False))
             request = page_request(values)
-            yield from stream_synthesis(voices, values["precision"], tracker, request, pieces)
+            yield from stream_synthesis(service, values["precision"], tracker, request, pieces)
 
         twin.__signature__ = twin_signature
         twin.__name__ = f"{api_handler.__name__}_page"
@@ -410,7 +403,7 @@ def make_handlers(voices: Voices, default: str):
         with as_messages():
             if ref_text is not None:
                 check_string(ref_text, "ref_text (the reference's transcript)")
-            reference = voices.reference(
+            reference = service.reference(
                 precision, ref_audio, ref_text, None, progress, None, abandoned()
             )
             with reference as (_, prompt, _):
@@ -431,8 +424,8 @@ def make_handlers(voices: Voices, default: str):
         if not ref_audio:
             return ""
         with as_messages():
-            recogniser = voices.transcriber(progress)
-            with voices.slot(progress, should_stop=abandoned()):
+            recogniser = service.recogniser.get(progress)
+            with service.slot(progress, should_stop=abandoned()):
                 progress(0.5, desc="Transcribing the reference")
                 return recogniser.transcribe(ref_audio, language_arg(language))
 
@@ -441,7 +434,7 @@ def make_handlers(voices: Voices, default: str):
         instruct = design_instruct(*["Any"] * 6, free)
         fields = {**DEFAULTS, "randomize_seed": False, "text": text, "language": language}
         return run_synthesis(
-            voices, default, progress, page_request({**fields, "instruct": instruct})
+            service, default, progress, page_request({**fields, "instruct": instruct})
         )
 
     return synthesize, clone, synthesize_page, clone_page, save_voice_prompt, transcribe, example
@@ -504,21 +497,21 @@ def tag_buttons(textbox: gr.Textbox) -> None:
             )
 
 
-def build_demo(config: Config | None = None, voices: Voices | None = None) -> gr.Blocks:
+def build_demo(config: Config | None = None, service: Service | None = None) -> gr.Blocks:
     """The page and its API over ``voices`` (made from ``config`` when not given)."""
-    if voices is None:
+    if service is None:
         config = config or Config()
-        voices = Voices(config, offered_precisions(config.source))
-    config, default, offered = voices.config, voices.default, voices.offered
+        service = Service(config, offered_precisions(config.source))
+    config, default, offered = service.config, service.models.default, service.models.offered
     if config.preload:
-        voices.preload(default)
+        service.preload(default)
     synthesize, clone, synthesize_page, clone_page, save_voice_prompt, transcribe, example = (
-        make_handlers(voices, default)
+        make_handlers(service, default)
     )
     examples_cache()
 
     def describe(precision: str) -> str:
-        return precision_line(voices, precision)
+        return precision_line(service, precision)
 
     # Uploads and results in Gradio's cache are deleted after an hour, checked every ten minutes.
     with gr.Blocks(title="OmniVoice ONNX", delete_cache=(600, 3600)) as demo:
@@ -534,7 +527,7 @@ def build_demo(config: Config | None = None, voices: Voices | None = None) -> gr
         # While a load is under way, the precision line follows it (outside the synthesis queue).
         watch = gr.Timer(1.0, active=config.preload)
         watch.tick(
-            lambda p: (describe(p), gr.Timer(active=bool(voices.activity))),
+            lambda p: (describe(p), gr.Timer(active=bool(service.models.activity))),
             precision,
             [precision_info, watch],
             queue=False,
@@ -690,18 +683,18 @@ def build_server(
 ):
     """One FastAPI app for every door: the OpenAI-compatible routes under /v1, the Gradio page and
     its API at /, and, with ``mcp``, Gradio's MCP server at /gradio_api/mcp (which calls the page's
-    API at ``local_url``). One ``Voices``: one line of requests, one set of loaded models and caches."""
+    API at ``local_url``). One ``Service``: one line of requests, one set of loaded models and caches."""
     from fastapi import FastAPI
 
     from space.openai_api import OpenAIDoor
 
-    voices = Voices(config, offered_precisions(config.source))
+    service = Service(config, offered_precisions(config.source))
     # No generated docs: the OpenAI door's contract is OpenAI's, the page documents its own API.
     server = FastAPI(title="OmniVoice ONNX", docs_url=None, redoc_url=None, openapi_url=None)
     server.add_middleware(gradio_guard.QuietDisconnects)
     server.add_middleware(gradio_guard.NoFileProxy)
-    OpenAIDoor(voices, voice_dir, api_key).install(server)
-    demo = build_demo(config, voices)
+    OpenAIDoor(service, voice_dir, api_key).install(server)
+    demo = build_demo(config, service)
     # Gradio's queue lets requests through to the one line (which turns away the surplus), with
     # room beside it for requests that are downloading or loading another precision.
     workers = config.concurrency + len(PROFILES)

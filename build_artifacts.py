@@ -33,7 +33,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from omnivoice_rt.manifest import FORMAT_VERSION, MANIFEST_NAME, sha256_of
+from omnivoice_rt.manifest import (
+    FORMAT_VERSION,
+    MANIFEST_NAME,
+    ArtifactError,
+    Manifest,
+    read_manifest,
+    sha256_of,
+    write_manifest,
+)
 from omnivoice_rt.profiles import PROFILES, Profile
 
 logger = logging.getLogger("build_artifacts")
@@ -212,31 +220,31 @@ def tool_versions() -> dict:
     return found
 
 
-def write_manifest(root: Path, model: dict, update: dict, source: str) -> dict:
-    """Merge ``update`` into the folder's manifest and re-list every file with its hash.
+def update_manifest(root: Path, model: dict, update: dict, source: str) -> Manifest:
+    """Merge ``update`` (the JSON sections just built) into the folder's manifest, re-list every
+    file with its hash, and write it.
 
     ``model`` is the model section (:func:`model_section`), ``source`` what the files came from."""
-    path = root / MANIFEST_NAME
-    manifest = json.loads(path.read_text()) if path.is_file() else {}
-    if manifest.get("format_version") not in (None, FORMAT_VERSION):
-        manifest = {}  # an older layout: start afresh, every file is re-listed below
-    manifest.update(format_version=FORMAT_VERSION, attention="bidirectional", model=model)
-    manifest.setdefault("profiles", {}).update(update.get("profiles", {}))
+    try:
+        old = read_manifest(root).to_json() if (root / MANIFEST_NAME).is_file() else {}
+    except ArtifactError:
+        old = {}  # an older layout: start afresh, every file is re-listed below
+    merged = {**old, "format_version": FORMAT_VERSION, "attention": "bidirectional", "model": model}
+    merged["profiles"] = {**old.get("profiles", {}), **update.get("profiles", {})}
     for key in ("audio_tokenizer", "codec_variants"):
         if key in update:
-            manifest[key] = update[key]
-    manifest["tokenizer"] = sorted(f for f in TOKENIZER_FILES if (root / f).is_file())
-    manifest["build"] = {"versions": tool_versions(), "source": source}
+            merged[key] = update[key]
+    merged["tokenizer"] = sorted(f for f in TOKENIZER_FILES if (root / f).is_file())
+    merged["build"] = {"versions": tool_versions(), "source": source}
     files = {}
     for file in sorted(p for p in root.rglob("*") if p.is_file() and p.name != MANIFEST_NAME):
         relative = file.relative_to(root).as_posix()
         if relative.startswith("."):
             continue
         files[relative] = {"bytes": file.stat().st_size, "sha256": sha256_of(file)}
-    manifest["files"] = files
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False))
-    os.replace(tmp, path)
+    merged["files"] = files
+    manifest = Manifest.from_json(merged)
+    write_manifest(root, manifest)
     return manifest
 
 
@@ -306,7 +314,7 @@ def move_into(staging: Path, output: Path) -> None:
         os.replace(file, target)
 
 
-def build(args: argparse.Namespace) -> dict:
+def build(args: argparse.Namespace) -> Manifest:
     checkpoint = resolve_checkpoint(args.model)
     output = Path(args.output).expanduser().resolve()
     prepare_output(output)
@@ -327,8 +335,8 @@ def build(args: argparse.Namespace) -> dict:
             if (checkpoint / name).is_file():
                 shutil.copy(checkpoint / name, staging / name)
         move_into(staging, output)
-    manifest = write_manifest(output, model_section(checkpoint), update, checkpoint.name)
-    total = sum(f["bytes"] for f in manifest["files"].values())
+    manifest = update_manifest(output, model_section(checkpoint), update, checkpoint.name)
+    total = sum(f.bytes or 0 for f in manifest.files.values())
     logger.info(
         "done in %.1f s: %s (%.1f MB in all)", time.perf_counter() - started, output, total / 1e6
     )
@@ -375,13 +383,13 @@ def copy_graph(src: Path, dst: Path) -> None:
         shutil.copy(data, dst.with_name(dst.name + ".data"))
 
 
-def fix_published(source: str, output: Path) -> dict:
+def fix_published(source: str, output: Path) -> Manifest:
     """Turn a published snapshot (folder or Hub id) into a corrected folder ready to upload."""
     import onnxruntime as ort
 
     from omnivoice_rt.bidirectional import check_bidirectional, make_bidirectional
     from omnivoice_rt.hub import fetch, repo_of
-    from omnivoice_rt.manifest import ArtifactError, load_manifest, safe_join
+    from omnivoice_rt.manifest import load_manifest, safe_join
     from omnivoice_rt.sessions import load_codec
 
     try:
@@ -395,9 +403,9 @@ def fix_published(source: str, output: Path) -> dict:
     notes = []
     with tempfile.TemporaryDirectory(dir=output, prefix=".staging-") as staging:
         staging = Path(staging)
-        for precision, profile in described["profiles"].items():
-            for role, spec in profile["graphs"].items():
-                src, dst = safe_join(folder, spec["file"]), safe_join(staging, spec["file"])
+        for precision, profile in described.profiles.items():
+            for role, spec in profile.graphs.items():
+                src, dst = safe_join(folder, spec.file), safe_join(staging, spec.file)
                 if role != "llm_decoder":
                     copy_graph(src, dst)
                     continue
@@ -405,22 +413,21 @@ def fix_published(source: str, output: Path) -> dict:
                 make_bidirectional(src, dst)
                 if precision != "cuda":  # a CUDA graph is checked where a GPU runs it
                     session = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"])
-                    check_bidirectional(session, int(described["model"]["head_dim"]))
-            genai = Path(profile["dir"]) / "genai_config.json"
+                    check_bidirectional(session, described.model.head_dim)
+            genai = Path(profile.dir) / "genai_config.json"
             shutil.copy(safe_join(folder, genai.as_posix()), staging / genai)
             graphs = {
-                role: describe_graph(staging / spec["file"], staging)
-                for role, spec in profile["graphs"].items()
+                role: describe_graph(staging / spec.file, staging)
+                for role, spec in profile.graphs.items()
             }
             update["profiles"][precision] = {
-                "dir": profile["dir"],
+                "dir": profile.dir,
                 "llm": "published, made bidirectional",
                 "graphs": graphs,
             }
-        codecs = [("audio_tokenizer", described.get("audio_tokenizer", {}), None)]
+        codecs = [("audio_tokenizer", described.audio_tokenizer, None)]
         codecs += [
-            (f"audio_tokenizer/{n}", spec, n)
-            for n, spec in described.get("codec_variants", {}).items()
+            (f"audio_tokenizer/{n}", spec, n) for n, spec in described.codec_variants.items()
         ]
         hop = None
         for name, spec, variant in codecs:
@@ -428,7 +435,7 @@ def fix_published(source: str, output: Path) -> dict:
                 codec = load_codec(
                     folder,
                     spec,
-                    int(described["model"]["num_audio_codebook"]),
+                    described.model.num_audio_codebook,
                     ["CPUExecutionProvider"],
                 )
             except (ArtifactError, KeyError) as exc:
@@ -436,12 +443,12 @@ def fix_published(source: str, output: Path) -> dict:
                 logger.warning("leaving out the codec in %s/: %s", name, exc)
                 continue
             hop = hop or codec.hop_length
-            for spec_graph in spec["graphs"].values():
-                copy_graph(safe_join(folder, spec_graph["file"]), staging / spec_graph["file"])
+            for spec_graph in spec.graphs.values():
+                copy_graph(safe_join(folder, spec_graph.file), staging / spec_graph.file)
             entry = {
                 "graphs": {
-                    role: describe_graph(staging / g["file"], staging)
-                    for role, g in spec["graphs"].items()
+                    role: describe_graph(staging / g.file, staging)
+                    for role, g in spec.graphs.items()
                 }
             }
             if variant:
@@ -464,12 +471,9 @@ def fix_published(source: str, output: Path) -> dict:
             )
         )
         move_into(staging, output)
-    model = {
-        **described["model"],
-        "hop_length": hop,
-        "frame_rate": described["model"]["sample_rate"] / hop,
-    }
-    manifest = write_manifest(output, model, update, str(source))
+    rate = described.model.sample_rate
+    model = {**described.model.to_json(), "hop_length": hop, "frame_rate": -(-rate // hop)}
+    manifest = update_manifest(output, model, update, str(source))
     logger.info("fixed %s into %s (%s)", source, output, ", ".join(update["profiles"]))
     return manifest
 

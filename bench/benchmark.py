@@ -169,13 +169,13 @@ def matmul_throughput(bits: int, block_size: int) -> float:
     return 2 * m * k * n / best / 1e9
 
 
-def llm_gop_per_token(manifest: dict) -> float:
+def llm_gop_per_token(manifest) -> float:
     """Multiply-adds of the LLM's matrices per token (attention scores are a few percent more)."""
-    c = manifest["model"]
-    hidden, head_dim = c["hidden_size"], c["head_dim"]
-    q_dim, kv_dim = c["num_attention_heads"] * head_dim, c["num_key_value_heads"] * head_dim
-    per_layer = hidden * (q_dim + 2 * kv_dim) + q_dim * hidden + 3 * hidden * c["intermediate_size"]
-    return 2 * per_layer * c["num_hidden_layers"] / 1e9
+    c = manifest.model
+    hidden, head_dim = c.hidden_size, c.head_dim
+    q_dim, kv_dim = c.num_attention_heads * head_dim, c.num_key_value_heads * head_dim
+    per_layer = hidden * (q_dim + 2 * kv_dim) + q_dim * hidden + 3 * hidden * c.intermediate_size
+    return 2 * per_layer * c.num_hidden_layers / 1e9
 
 
 # ----------------------------------------------------------------------------- memory and load time
@@ -244,7 +244,7 @@ def main(argv=None) -> int:
 
     print(f"machine: {machine()}; torch {torch.__version__} threads {torch.get_num_threads()}")
     manifest = load_manifest(args.artifacts)
-    precisions = [p for p in args.precisions.split(",") if p in manifest["profiles"]]
+    precisions = [p for p in args.precisions.split(",") if p in manifest.profiles]
     pytorch = OmniVoice.from_pretrained(args.checkpoint).eval()
     voices = {p: OmniVoiceONNX.load(args.artifacts, p) for p in precisions}
     reference = write_reference(
@@ -331,8 +331,8 @@ def main(argv=None) -> int:
     rtf_auto = 0.0
     # one chunk, so the token count below is exact
     if "auto" in results and "int4" in results["auto"]:
-        int4 = manifest["profiles"]["int4"]
-        best = matmul_throughput(4, int4.get("llm_block_size") or 32)
+        block = manifest.profiles["int4"].llm_block_size or 32
+        best = matmul_throughput(4, block)
         runs = results["auto"]["int4"]
         rtf_auto = statistics.median(r["rtf"] for r in runs)
         # cond (prompt + target) and uncond rows
@@ -341,7 +341,7 @@ def main(argv=None) -> int:
         achieved = gop_step * statistics.median(r["steps"] / r["llm"] for r in runs)
         print(
             f"roofline: the LLM does {gop_step:.0f} GOP per step; it ran at {achieved:.0f} GOP/s, the best int4 "
-            f"MatMulNBits here (block {int4.get('llm_block_size')}, accuracy level 4) is {best:.0f} GOP/s "
+            f"MatMulNBits here (block {block}, accuracy level 4) is {best:.0f} GOP/s "
             f"({100 * achieved / best:.0f}%)"
         )
     first_s = 0.0

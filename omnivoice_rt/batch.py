@@ -125,15 +125,16 @@ def model_identity(source, precision: str) -> str:
     """What names the model in a digest: a folder's manifest (its files' sizes and hashes) or a
     Hub repo's id (a new upload of the same repo is not noticed: pass --model-dir REPO@REVISION's
     folder, or delete the outputs, to redo)."""
-    from omnivoice_rt.hub import DEFAULT_REPO
+    from omnivoice_rt.hub import repo_of
+    from omnivoice_rt.manifest import MANIFEST_NAME
 
     if source and Path(source).is_dir():
-        manifest = Path(source) / "omnivoice_manifest.json"
+        manifest = Path(source) / MANIFEST_NAME
         listing = (
             manifest.read_bytes() if manifest.is_file() else str(Path(source).resolve()).encode()
         )
         return hashlib.sha256(listing).hexdigest()
-    return str(source or os.environ.get("OMNIVOICE_REPO") or DEFAULT_REPO)
+    return str(repo_of(source))
 
 
 def made_by(path: Path) -> str | None:

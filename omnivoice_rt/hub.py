@@ -32,10 +32,11 @@ from omnivoice_rt.bidirectional import check_bidirectional, declares_causal, mak
 from omnivoice_rt.manifest import (
     CODEC_DIR,
     CODEC_VARIANTS,
+    MANIFEST_NAME,
     PROFILE_DIRS,
     ArtifactError,
+    Manifest,
     load_manifest,
-    profile_files,
     safe_join,
     verify_files,
 )
@@ -52,7 +53,7 @@ SHARED_FILES = [
     "tokenizer_config.json",
     "special_tokens_map.json",
     "chat_template.jinja",
-    "omnivoice_manifest.json",
+    MANIFEST_NAME,
 ]
 Progress = Callable[[float, str], None]
 
@@ -186,7 +187,7 @@ def fetch(
     if graphs_only or precision is None:
         return folder
     manifest = load_manifest(folder)
-    needed = profile_files(manifest, precision)
+    needed = manifest.files_of(precision)
     bad = verify_files(folder, manifest, needed)
     if bad:
         logger.warning(
@@ -252,7 +253,7 @@ def available_precisions(source: str | Path | None) -> list[str] | None:
     once), cuda only where onnxruntime has CUDA; None when the Hub cannot be asked."""
     repo_id = repo_of(source)
     if repo_id is None:
-        found = list(load_manifest(Path(source).expanduser())["profiles"])
+        found = list(load_manifest(Path(source).expanduser()).profiles)
     else:
         files = remote_files(repo_id)
         if files is None:
@@ -286,13 +287,13 @@ def repair_storage(folder: Path) -> Path:
     return Path(HF_HOME) / "omnivoice_repaired" / f"{folder.name[:40]}-{key}"
 
 
-def repaired_llm(folder: Path, manifest: dict, precision: str) -> Path | None:
+def repaired_llm(folder: Path, manifest: Manifest, precision: str) -> Path | None:
     """None when the folder's LLM does not declare causal attention; otherwise a repaired copy.
 
     ``load_graphs`` then checks whichever graph is loaded for bidirectionality."""
     import onnxruntime as ort
 
-    original = safe_join(folder, manifest["profiles"][precision]["graphs"]["llm_decoder"]["file"])
+    original = safe_join(folder, manifest.profile(precision).graphs["llm_decoder"].file)
     if not declares_causal(original):
         return None
     storage = repair_storage(folder)
@@ -311,7 +312,7 @@ def repaired_llm(folder: Path, manifest: dict, precision: str) -> Path | None:
                 session = ort.InferenceSession(
                     str(staging / "llm_decoder.onnx"), options, providers=["CPUExecutionProvider"]
                 )
-                check_bidirectional(session, int(manifest["model"]["head_dim"]))
+                check_bidirectional(session, manifest.model.head_dim)
             shutil.rmtree(target_dir, ignore_errors=True)
             staging.rename(target_dir)
         except OSError as exc:
@@ -354,7 +355,7 @@ def build_locally(checkpoint: str, precision: str, output: Path | None = None) -
     output = output or Path(HF_HOME) / "omnivoice_builds" / name
     device = PROFILES[precision].device
     try:
-        if precision in load_manifest(output)["profiles"]:
+        if precision in load_manifest(output).profiles:
             return output
     except ArtifactError:
         pass
@@ -383,7 +384,7 @@ def resolve_artifacts(
     precision: str,
     progress: Progress | None = None,
     revision: str | None = None,
-) -> tuple[Path, dict, dict[str, Path]]:
+) -> tuple[Path, Manifest, dict[str, Path]]:
     """``(folder, manifest, overrides)`` for ``load_graphs``: see the module docstring."""
     require_cuda(precision)  # before any download
     if os.environ.get("OMNIVOICE_BUILD_FROM") and source is None:
@@ -396,6 +397,6 @@ def resolve_artifacts(
         else fetch(repo_id, precision, revision, progress)
     )
     manifest = load_manifest(folder)
-    profile_files(manifest, precision)  # says which profiles the folder has when it lacks this one
+    manifest.profile(precision)  # says which profiles the folder has when it lacks this one
     repaired = repaired_llm(folder, manifest, precision)
     return folder, manifest, ({"llm_decoder": repaired} if repaired else {})

@@ -15,16 +15,18 @@ from pathlib import Path
 from omnivoice_rt.bidirectional import GQA, declares_causal
 from omnivoice_rt.errors import ArtifactError
 from omnivoice_rt.hub import fetch, remote_files, repair_storage, repo_of
-from omnivoice_rt.manifest import CODEC_DIR, CODEC_VARIANTS, PROFILE_DIRS, load_manifest, safe_join
+from omnivoice_rt.manifest import (
+    CODEC_DIR,
+    CODEC_VARIANTS,
+    FOUND,
+    PROFILE_DIRS,
+    CodecEntry,
+    load_manifest,
+    safe_join,
+)
 from omnivoice_rt.profiles import ROLE_NAMES, weights_of
 from omnivoice_rt.sessions import open_graph
 from omnivoice_rt.signatures import CODEC_ROLES, bind, ports_of_graph
-
-MANIFEST_KINDS = {
-    "none": "none (described from the graphs and genai_config.json)",
-    "foreign": "the publisher's (another schema, not trusted: described from the graphs and genai_config.json)",
-    "malformed": "not valid JSON (described from the graphs; sizes and hashes unchecked)",
-}
 
 
 def _size(folder: Path, relative: str, remote: dict[str, int] | None) -> int | None:
@@ -72,14 +74,14 @@ def _attention_line(folder: Path, relative: str, precision: str) -> str:
     return f"    attention: bidirectional (causal=0 on every {GQA} node)"
 
 
-def _codec_lines(folder: Path, name: str, spec: dict) -> list[str]:
+def _codec_lines(folder: Path, name: str, spec: CodecEntry) -> list[str]:
     users = CODEC_VARIANTS.get(name.rsplit("/", 1)[-1]) if name != CODEC_DIR else None
     who = (
         f"tried first by {', '.join(users)}" if users else "used by every precision (the fallback)"
     )
     lines = [f"codec {name}/: {who}"]
     for role in CODEC_ROLES:
-        relative = spec["graphs"][role]["file"]
+        relative = spec.graphs[role].file
         lines += _graph_lines(folder, role, relative, None)
         try:
             open_graph(role, safe_join(folder, relative), ["CPUExecutionProvider"])
@@ -98,31 +100,27 @@ def inspect(source: str | Path | None, precision: str | None = None) -> list[str
         folder = fetch(repo_id, precision, graphs_only=True)
         remote, where = remote_files(repo_id), f"{repo_id} (graphs fetched into {folder})"
     manifest = load_manifest(folder)
-    model = manifest["model"]
-    kind = MANIFEST_KINDS.get(
-        manifest.get("found_manifest", ""), "ours (sizes and sha256 checked on load)"
-    )
+    model = manifest.model
     lines = [
         f"source: {where}",
-        f"manifest: {kind}",
-        f"model: hidden {model['hidden_size']}, {model['num_hidden_layers']} layers, {model['num_key_value_heads']} "
-        f"key/value heads of {model['head_dim']}, positions {model.get('max_position_embeddings') or 'unknown'}",
-        f"profiles: {', '.join(manifest['profiles']) or 'none'}",
+        f"manifest: {FOUND[manifest.found]}",
+        f"model: hidden {model.hidden_size}, {model.num_hidden_layers} layers, "
+        f"{model.num_key_value_heads} key/value heads of {model.head_dim}, "
+        f"positions {model.max_position_embeddings or 'unknown'}",
+        f"profiles: {', '.join(manifest.profiles) or 'none'}",
     ]
-    for name in [precision] if precision else list(manifest["profiles"]):
-        profile = manifest["profiles"].get(name)
+    for name in [precision] if precision else list(manifest.profiles):
+        profile = manifest.profiles.get(name)
         if profile is None:
             lines.append(f"profile {name}: not in this source")
             continue
         lines.append(f"profile {name} ({PROFILE_DIRS[name]}/):")
-        for role, spec in profile["graphs"].items():
-            lines += _graph_lines(folder, role, spec["file"], remote)
+        for role, spec in profile.graphs.items():
+            lines += _graph_lines(folder, role, spec.file, remote)
             if role == "llm_decoder":
-                lines.append(_attention_line(folder, spec["file"], name))
-    codecs = [(CODEC_DIR, manifest.get("audio_tokenizer", {}))]
-    codecs += [(f"{CODEC_DIR}/{n}", spec) for n, spec in manifest.get("codec_variants", {}).items()]
+                lines.append(_attention_line(folder, spec.file, name))
+    codecs = [(CODEC_DIR, manifest.audio_tokenizer)]
+    codecs += [(f"{CODEC_DIR}/{n}", spec) for n, spec in manifest.codec_variants.items()]
     for name, spec in codecs:
-        lines += (
-            _codec_lines(folder, name, spec) if spec.get("graphs") else [f"codec {name}/: MISSING"]
-        )
+        lines += _codec_lines(folder, name, spec) if spec.graphs else [f"codec {name}/: MISSING"]
     return lines

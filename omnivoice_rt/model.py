@@ -36,6 +36,7 @@ from omnivoice_rt.bidirectional import position_table
 from omnivoice_rt.errors import Cancelled
 from omnivoice_rt.forward import Backbone, GuidedForward
 from omnivoice_rt.limits import max_row
+from omnivoice_rt.manifest import Manifest
 from omnivoice_rt.plan import Piece, RowLimits, check_row, plan_pieces
 from omnivoice_rt.prompt import Prompt, TextTokenizer, build_prompt
 from omnivoice_rt.reference import encode_reference
@@ -63,25 +64,26 @@ SENTENCE_SECONDS = 4.0
 class OmniVoiceONNX:
     """OmniVoice text-to-speech on ONNX Runtime. Build with :meth:`load`."""
 
-    def __init__(self, root: Path, precision: str, graphs: dict, codec, manifest: dict):
+    def __init__(self, root: Path, precision: str, graphs: dict, codec, manifest: Manifest):
         self.root = root
         self.precision = precision
         self.repaired_llm: Path | None = None  # set when the folder's causal LLM was repaired
         self.graphs = graphs
         self.codec = codec
         self.manifest = manifest
-        self.config = manifest["model"]
-        self.num_codebooks = int(self.config["num_audio_codebook"])
-        self.mask_id = int(self.config["audio_mask_id"])
+        self.config = config = manifest.model
+        self.num_codebooks = config.num_audio_codebook
+        self.mask_id = config.audio_mask_id
         # Rates come from the codec's graphs (measured at load), not from a manifest.
         self.sample_rate = codec.sample_rate
         self.frame_rate = codec.frame_rate
         self.tokenizer = TextTokenizer(root / "tokenizer.json")
-        self.backbone = Backbone(graphs, int(self.config["head_dim"]))
-        heads = int(self.config.get("num_attention_heads") or 16)
+        self.backbone = Backbone(graphs, config.head_dim)
         table = position_table(graphs["llm_decoder"].path)
-        row, reason = max_row(heads, table or self.config.get("max_position_embeddings"))
-        vocab = int(self.config.get("text_vocab_size") or 0)  # rows of the text embedding table
+        row, reason = max_row(
+            config.num_attention_heads or 16, table or config.max_position_embeddings
+        )
+        vocab = config.text_vocab_size or 0  # rows of the text embedding table
         self.limits = RowLimits(row, reason, vocab, root)
         # The speech recogniser for references without a transcript: set one, or the default loads
         # on first need (see transcriber()).

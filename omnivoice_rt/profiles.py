@@ -15,6 +15,11 @@ from functools import lru_cache
 from pathlib import Path
 
 
+def folder_file(folder: str, name: str) -> str:
+    """``name`` inside a profile's ``folder`` (``"."`` is the root), relative to the root."""
+    return name if folder in (".", "") else f"{folder}/{name}"
+
+
 @dataclass(frozen=True)
 class Profile:
     name: str  # the precision's name everywhere: int4, int8, fp16, fp32, cuda
@@ -24,7 +29,7 @@ class Profile:
 
     def relative(self, name: str) -> str:
         """A file of this profile, relative to the artifact root."""
-        return name if self.folder == "." else f"{self.folder}/{name}"
+        return folder_file(self.folder, name)
 
     def patterns(self) -> list[str]:
         """The Hub files of this profile (beside the shared ones: tokenizer, codec)."""

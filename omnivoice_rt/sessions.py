@@ -17,9 +17,9 @@ from omnivoice_rt.bidirectional import check_bidirectional
 from omnivoice_rt.errors import SynthesisError
 from omnivoice_rt.manifest import (
     ArtifactError,
-    codec_candidates,
+    CodecEntry,
+    Manifest,
     load_manifest,
-    profile_files,
     safe_join,
     verify_files,
 )
@@ -114,30 +114,34 @@ def open_graph(role: str, path: Path, providers: list[str], threads: int | None 
 
 
 def load_codec(
-    root: Path, spec: dict, num_codebooks: int, providers: list[str], threads: int | None = None
+    root: Path,
+    spec: CodecEntry,
+    num_codebooks: int,
+    providers: list[str],
+    threads: int | None = None,
 ):
     """The codec whose four graphs ``spec`` lists; ``ArtifactError`` when one does not load or the
     decoder gives NaN."""
     from omnivoice_rt.codec import Codec
 
     graphs = {
-        role: open_graph(role, safe_join(root, spec["graphs"][role]["file"]), providers, threads)
+        role: open_graph(role, safe_join(root, spec.graphs[role].file), providers, threads)
         for role in CODEC_ROLES
     }
     return Codec(graphs, num_codebooks)
 
 
 def open_codec(
-    root: Path, manifest: dict, precision: str, providers: list[str], threads: int | None = None
+    root: Path, manifest: Manifest, precision: str, providers: list[str], threads: int | None = None
 ):
     """The first codec of ``precision``'s candidates that loads and decodes to finite samples."""
-    candidates = codec_candidates(manifest, precision)
+    candidates = manifest.codec_candidates(precision)
     if not candidates:
         raise ArtifactError(
             f"{root} has no codec ({'/'.join(CODEC_ROLES)} in audio_tokenizer/): download the repository's "
             "audio_tokenizer/ folder, or build it with `python build_artifacts.py --include-higgs`"
         )
-    codebooks = int(manifest["model"]["num_audio_codebook"])
+    codebooks = manifest.model.num_audio_codebook
     *preferred, (_, main) = candidates
     for index, (folder, spec) in enumerate(preferred):
         try:
@@ -159,14 +163,14 @@ def load_graphs(
     verify_hashes: bool = False,
     threads: int | None = None,
     overrides: dict[str, Path] | None = None,
-    manifest: dict | None = None,
+    manifest: Manifest | None = None,
 ) -> tuple[dict[str, Graph], object]:
     """``(graphs, codec)``: the three main graphs of ``precision`` keyed by role, and the codec.
 
     ``overrides`` maps a role to another file to load instead (a repaired LLM)."""
     root = Path(root)
     manifest = manifest or load_manifest(root)
-    needed = profile_files(manifest, precision)
+    needed = manifest.files_of(precision)
     bad = (
         verify_files(root, manifest, needed)
         if verify_hashes
@@ -180,12 +184,12 @@ def load_graphs(
     require_cuda(precision)
     providers = providers or default_providers(precision)
     graphs = {}
-    for role, spec in manifest["profiles"][precision]["graphs"].items():
-        path = (overrides or {}).get(role) or safe_join(root, spec["file"])
+    for role, spec in manifest.profile(precision).graphs.items():
+        path = (overrides or {}).get(role) or safe_join(root, spec.file)
         graphs[role] = open_graph(role, Path(path), providers, threads)
     llm = graphs["llm_decoder"].session
     if "CUDAExecutionProvider" not in llm.get_providers():
-        check_bidirectional(llm, manifest["model"]["head_dim"])
+        check_bidirectional(llm, manifest.model.head_dim)
     codec = open_codec(root, manifest, precision, providers, threads)
     logger.info("loaded the %s profile and its codec from %s", precision, root)
     return graphs, codec

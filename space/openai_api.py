@@ -4,7 +4,7 @@
     client = OpenAI(base_url="http://127.0.0.1:7860/v1", api_key="unused")
     client.audio.speech.create(model="omnivoice", voice="alloy", input="Hello!").write_to_file("hello.mp3")
 
-Requests wait in the server's one line (``Voices.line``) with the page's, gradio_client's and
+Requests wait in the server's one line (``Service.line``) with the page's, gradio_client's and
 MCP's, under the same limits, and fail in OpenAI's error shape with OpenAI's status codes. The
 audio leaves as it is made: a long text's pieces are sent one by one (pcm, wav, mp3, opus; flac
 at the end), or as server-sent events (``stream_format: "sse"``). Beyond OpenAI's fields, a body
@@ -37,7 +37,7 @@ from omnivoice_rt.request import DOOR_PRESET, PRESETS, check_text
 from omnivoice_rt.request import Request as SynthesisRequest
 from omnivoice_rt.text import resolve_instruct, resolve_language
 from omnivoice_rt.voice_prompt import VoicePrompt
-from space.serving import Voices, resolve_seed
+from space.serving import Service, resolve_seed
 
 logger = logging.getLogger(__name__)
 
@@ -133,13 +133,13 @@ class SpeechRequest:
 
 
 class OpenAIDoor:
-    """The routes, over the server's ``Voices``; ``voice_dir`` holds saved voice prompts (``NAME.npz``
+    """The routes, over the server's ``Service``; ``voice_dir`` holds saved voice prompts (``NAME.npz``
     is the voice NAME); with ``api_key`` set, every request must carry it as a bearer token."""
 
     def __init__(
-        self, voices: Voices, voice_dir: str | Path | None = None, api_key: str | None = None
+        self, service: Service, voice_dir: str | Path | None = None, api_key: str | None = None
     ):
-        self.voices = voices
+        self.service = service
         self.voice_dir = Path(voice_dir) if voice_dir else None
         if self.voice_dir is not None and not self.voice_dir.is_dir():
             raise FileNotFoundError(
@@ -149,17 +149,20 @@ class OpenAIDoor:
         self.formats = available_formats()
         # Threads for the requests waiting in the line or being served; past it a request waits without one.
         self.waiting_threads = anyio.CapacityLimiter(
-            voices.line.max_waiting + voices.line.slots + 1
+            service.line.max_waiting + service.line.slots + 1
         )
 
     # ------------------------------------------------------------------ tables
 
     def models(self) -> dict[str, tuple[str, str]]:
         """Every model name this server answers to: (precision, preset)."""
-        default = self.voices.default
+        default = self.service.models.default
         table = {MODEL: (default, DOOR_PRESET)}
         table.update(
-            {f"{MODEL}-{precision}": (precision, DOOR_PRESET) for precision in self.voices.offered}
+            {
+                f"{MODEL}-{precision}": (precision, DOOR_PRESET)
+                for precision in self.service.models.offered
+            }
         )
         table.update({name: (default, preset) for name, preset in OPENAI_MODELS.items()})
         return table
@@ -315,7 +318,7 @@ class OpenAIDoor:
         @router.post("/audio/speech")
         async def speech(request: Request):
             self.check_key(request)
-            job = SpeechJob(self.voices, self.parse(await read_json(request)))
+            job = SpeechJob(self.service, self.parse(await read_json(request)))
             # Waiting for a turn holds a thread: these come from the door's own pool, never Gradio's.
             # A client that leaves meanwhile stops it: out of the line, or at the next step.
             try:
@@ -373,8 +376,8 @@ class SpeechJob:
     every error before the first byte gets its status); ``body`` is the response's bytes; ``close``
     ends it, however the response ends. The turn in the line is held from ``start`` to ``close``."""
 
-    def __init__(self, voices: Voices, request: SpeechRequest):
-        self.voices, self.request = voices, request
+    def __init__(self, service: Service, request: SpeechRequest):
+        self.service, self.request = service, request
         # the client went away: the synthesis stops at its next step
         self.stopped = threading.Event()
         self.ahead = 0  # requests ahead in the line when this one arrived
@@ -386,7 +389,7 @@ class SpeechJob:
     def start(self) -> None:
         request = self.request
         try:
-            prepared = self.voices.prepared(
+            prepared = self.service.prepared(
                 request.precision,
                 request.synthesis,
                 on_wait=self._waiting,

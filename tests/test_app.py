@@ -193,16 +193,17 @@ def test_errors_are_clear_and_the_server_keeps_serving(client, tmp_path):
 
 def test_precision_line_tells_what_is_on_disk(cpu_artifacts, published_int4, tmp_path):
     from app import precision_line
-    from space.serving import Config, Voices, availability
+    from space.models import availability
+    from space.serving import Config, Service
 
-    voices = Voices(Config(str(cpu_artifacts), "int4"))
-    line = precision_line(voices, "fp16")
+    service = Service(Config(str(cpu_artifacts), "int4"))
+    line = precision_line(service, "fp16")
     assert "On disk:" in line and "LLM int4 (block 32), encoder fp16, heads fp16" in line, line
-    assert "no fp32 profile" in precision_line(voices, "fp32")
-    voices.get("int4")
-    line = precision_line(voices, "int4")
+    assert "no fp32 profile" in precision_line(service, "fp32")
+    service.models.get("int4")
+    line = precision_line(service, "int4")
     assert "Loaded," in line and "LLM int4 (block 32), encoder int4 (block 32), heads fp32" in line
     assert "Not downloaded yet from test/none" in availability("test/none", "int4")
     # What the graphs hold, not what our own builds of a profile hold: the published int4 heads.
-    published = Voices(Config(str(published_int4), "int4"))
+    published = Service(Config(str(published_int4), "int4"))
     assert "heads int4 (block 128)" in precision_line(published, "int4")

@@ -14,6 +14,7 @@ import pytest
 from omnivoice_rt.manifest import (
     MANIFEST_NAME,
     ArtifactError,
+    Manifest,
     read_manifest,
     sha256_of,
     verify_files,
@@ -47,48 +48,46 @@ def test_manifest_lists_every_file_with_size_and_hash(cpu_artifacts):
         for p in cpu_artifacts.rglob("*")
         if p.is_file() and p.name != MANIFEST_NAME
     }
-    assert set(manifest["files"]) == on_disk
-    for relative, entry in manifest["files"].items():
+    assert set(manifest.files) == on_disk
+    for relative, entry in manifest.files.items():
         path = cpu_artifacts / relative
-        assert entry["bytes"] == path.stat().st_size
-        assert entry["sha256"] == sha256_of(path)
+        assert entry.bytes == path.stat().st_size
+        assert entry.sha256 == sha256_of(path)
         assert not Path(relative).is_absolute() and ".." not in Path(relative).parts
     assert verify_files(cpu_artifacts, manifest) == []
 
 
 def test_manifest_describes_model_and_graphs(cpu_artifacts):
     manifest = read_manifest(cpu_artifacts)
-    assert manifest["attention"] == "bidirectional"
-    assert set(manifest["profiles"]) == {"int4", "fp16", "int8"}
-    assert manifest["profiles"]["int8"]["llm_block_size"] == 128
-    model = manifest["model"]
-    assert (model["num_audio_codebook"], model["audio_vocab_size"], model["audio_mask_id"]) == (
+    assert manifest.attention == "bidirectional"
+    assert set(manifest.profiles) == {"int4", "fp16", "int8"}
+    assert manifest.profiles["int8"].llm_block_size == 128
+    model = manifest.model
+    assert (model.num_audio_codebook, model.audio_vocab_size, model.audio_mask_id) == (
         8,
         1025,
         1024,
     )
-    assert (model["sample_rate"], model["hop_length"], model["frame_rate"]) == (24000, 960, 25)
-    assert model["hidden_size"] == 128
-    int4 = manifest["profiles"]["int4"]
-    assert (int4["encoder"], int4["heads"], int4["llm"], int4["llm_block_size"]) == (
-        "int4",
-        "fp32",
-        "int4",
-        32,
-    )
-    llm = int4["graphs"]["llm_decoder"]
-    assert llm["file"] == "int4/llm_decoder.onnx"
-    assert [v["name"] for v in llm["outputs"]][0] == "hidden_states"
-    assert {"inputs_embeds", "attention_mask"} <= {v["name"] for v in llm["inputs"]}
-    encoder = manifest["profiles"]["fp16"]["graphs"]["audio_embeddings_encoder"]
-    assert [(v["name"], v["dtype"]) for v in encoder["inputs"]] == [
+    assert (model.sample_rate, model.hop_length, model.frame_rate) == (24000, 960, 25)
+    assert model.hidden_size == 128
+    int4 = manifest.profiles["int4"]
+    assert (int4.encoder, int4.heads, int4.llm, int4.llm_block_size) == ("int4", "fp32", "int4", 32)
+    llm = int4.graphs["llm_decoder"]
+    assert llm.file == "int4/llm_decoder.onnx"
+    assert [v["name"] for v in llm.outputs][0] == "hidden_states"
+    assert {"inputs_embeds", "attention_mask"} <= {v["name"] for v in llm.inputs}
+    encoder = manifest.profiles["fp16"].graphs["audio_embeddings_encoder"]
+    assert [(v["name"], v["dtype"]) for v in encoder.inputs] == [
         ("input_ids", "int64"),
         ("audio_mask", "bool"),
     ]
-    assert manifest["audio_tokenizer"]["precision"] == "fp16"
+    assert manifest.audio_tokenizer.precision == "fp16"
     assert {"onnxruntime", "onnxruntime-genai", "olive-ai", "torch"} <= set(
-        manifest["build"]["versions"]
+        manifest.build["versions"]
     )
+    # The file on disk is the type's JSON: reading and writing it back changes nothing.
+    raw = json.loads((cpu_artifacts / MANIFEST_NAME).read_text())
+    assert Manifest.from_json(raw).to_json() == raw
 
 
 def test_moved_folder_loads_and_computes_the_same(fp32_artifacts, tmp_path):

@@ -22,8 +22,8 @@ from gradio_client import Client
 from omnivoice_build.equivalence import write_reference
 from omnivoice_rt.errors import Busy
 from omnivoice_rt.model import PRESETS, OmniVoiceONNX, Speech
+from space.line import Line
 from space.openai_api import OPENAI_VOICES
-from space.serving import Line
 from tests.conftest import running_app
 
 KEY = "sk-test-omnivoice"

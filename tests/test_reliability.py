@@ -201,19 +201,19 @@ def test_pickled_voice_prompt_is_refused(client, tmp_path):
 
 def test_a_broken_artifact_is_reported_and_the_app_recovers(cpu_artifacts, tmp_path):
     """A precision whose file goes missing fails with a message; it loads once the file is back."""
-    from space.serving import Config, Voices
+    from space.serving import Config, Service
 
     folder = tmp_path / "artifacts"
     shutil.copytree(cpu_artifacts, folder)
-    voices = Voices(Config(str(folder), "int4"))
-    voices.get("int4")
+    service = Service(Config(str(folder), "int4"))
+    service.models.get("int4")
     moved = folder / "llm_decoder.onnx.data"
     moved.rename(tmp_path / "aside.data")
     with pytest.raises(Exception, match="missing or corrupt"):
-        voices.get("fp16")
+        service.models.get("fp16")
     (tmp_path / "aside.data").rename(moved)
-    assert voices.get("fp16").precision == "fp16"
-    assert voices.get("int4").generate("Still fine.", num_step=4, seed=0).seconds > 0
+    assert service.models.get("fp16").precision == "fp16"
+    assert service.models.get("int4").generate("Still fine.", num_step=4, seed=0).seconds > 0
 
 
 def test_uploads_are_size_limited(client, tmp_path):

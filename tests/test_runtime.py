@@ -355,7 +355,9 @@ def test_local_causal_llm_is_repaired_into_the_cache_and_never_loaded_as_is(
     path = copy / "fp32" / "llm_decoder.onnx"
     make_causal(path)
     # re-hash the changed files
-    build_artifacts.write_manifest(copy, build_artifacts.model_section(tiny_checkpoint), {}, "test")
+    build_artifacts.update_manifest(
+        copy, build_artifacts.model_section(tiny_checkpoint), {}, "test"
+    )
     before = {p: p.read_bytes() for p in (copy / "fp32").iterdir()}
     with pytest.raises(ValueError, match="causally.*make_bidirectional"):
         load_graphs(copy, "fp32")

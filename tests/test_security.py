@@ -545,7 +545,7 @@ def test_a_request_that_leaves_the_line_hands_nothing_to_nobody():
     """The line itself: a waiter whose client left raises Cancelled and drops out; one that leaves
     as the slot is handed to it passes the slot on; the rest are served in order."""
     from omnivoice_rt.errors import Cancelled
-    from space.serving import Line
+    from space.line import Line
 
     line = Line(slots=1, max_waiting=5)
     gone = {"a": threading.Event(), "b": threading.Event(), "c": threading.Event()}
