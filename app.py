@@ -52,6 +52,7 @@ PRESET_LABELS = {
     "best": "best: 32 steps, exact (as upstream)",
     "balanced": "balanced: 16 steps, prompt cache, guidance reuse",
     "fast": "fast: 12 steps, prompt cache, guidance reuse",
+    "turbo": "turbo (experimental): 12 steps, frame cache, guidance reuse",
 }
 LANGUAGES = ["Auto"] + sorted(language_display_name(name) for name in LANG_NAME_TO_ID)
 GENDERS, AGES, PITCHES, STYLES = (
@@ -313,7 +314,8 @@ def make_handlers(service: Service, default: str):
             randomize_seed: True draws a new seed each call (the seed argument is then ignored).
             denoise: Denoise a reference (cloning only).
             postprocess: Trim long silences and normalise the loudness.
-            preset: "balanced" (default), "best" (32 steps, as upstream) or "fast" (12 steps).
+            preset: "balanced" (default), "best" (32 steps, as upstream), "fast" (12 steps) or
+                "turbo" (experimental: 12 steps, only changed frames run between refreshes).
         Returns:
             The speech as a 24 kHz wav file, and one line saying its length, time taken and seed.
         """
@@ -355,7 +357,7 @@ def make_handlers(service: Service, default: str):
             randomize_seed: True draws a new seed each call.
             denoise: Denoise the reference first.
             postprocess: Trim long silences and match the reference's loudness.
-            preset: "balanced" (default), "best" or "fast".
+            preset: "balanced" (default), "best", "fast" or "turbo" (experimental).
         Returns:
             The speech as a 24 kHz wav file, and one line saying its length, time taken and seed.
         """

@@ -2,7 +2,7 @@
 """Benchmark: our runtime against stock PyTorch ``OmniVoice.generate``, in one run, on one machine.
 
     python bench/benchmark.py --checkpoint FULL_CHECKPOINT --artifacts FULL_ARTIFACTS [--reps 3] [--cases auto,clone,long]
-        [--presets best,balanced,fast]
+        [--presets best,balanced,turbo]
 
 Make the inputs with ``python -m omnivoice_build.fixtures --size full --output ckpt`` and
 ``python build_artifacts.py --model ckpt --output art --device cpu`` (and ``cpu_fp16``,
@@ -224,8 +224,8 @@ def main(argv=None) -> int:
     parser.add_argument("--cases", default="auto,clone", help="auto, clone, long")
     parser.add_argument(
         "--presets",
-        default="best,balanced",
-        help="comma-separated presets of omnivoice_rt.model.PRESETS",
+        default="best,balanced,turbo",
+        help="comma-separated presets of omnivoice_rt.request.PRESETS",
     )
     parser.add_argument(
         "--first-audio",
@@ -357,14 +357,27 @@ def main(argv=None) -> int:
             f"long, int4/balanced, streamed: first audio after {first_s:.2f} s; its first piece alone takes "
             f"{alone:.2f} s ({first_s / alone:.2f}x)"
         )
-    balanced_auto = results.get("auto", {}).get("int4/balanced")
-    rtf_balanced = statistics.median(r["rtf"] for r in balanced_auto) if balanced_auto else 0.0
+
+    def median_rtf(case: str, engine: str) -> float:
+        runs = results.get(case, {}).get(engine)
+        return statistics.median(r["rtf"] for r in runs) if runs else 0.0
+
+    rtf_balanced = median_rtf("auto", "int4/balanced")
+    # turbo against balanced: the same profile, the same run
+    turbo = {
+        case: median_rtf(case, "int4/balanced") / median_rtf(case, "int4/turbo")
+        if median_rtf(case, "int4/turbo")
+        else 0.0
+        for case in ("auto", "clone")
+    }
     print(
         f"speedup_auto={speedups.get(('auto', 'int4'), 0):.2f} speedup_clone={speedups.get(('clone', 'int4'), 0):.2f} "
         f"rtf_int4_auto={rtf_auto:.2f} peak_rss_mb={memory['peak_rss_mb']:.0f} load_s={memory['load_s']:.2f} "
         f"speedup_balanced_auto={speedups.get(('auto', 'int4/balanced'), 0):.2f} "
         f"speedup_balanced_clone={speedups.get(('clone', 'int4/balanced'), 0):.2f} "
-        f"rtf_balanced_int4_auto={rtf_balanced:.2f} first_audio_s={first_s:.2f}"
+        f"rtf_balanced_int4_auto={rtf_balanced:.2f} first_audio_s={first_s:.2f} "
+        f"speedup_turbo_auto={turbo['auto']:.2f} speedup_turbo_clone={turbo['clone']:.2f} "
+        f"rtf_turbo_auto={median_rtf('auto', 'int4/turbo'):.2f}"
     )
     return 0
 

@@ -41,8 +41,15 @@ def _load_with_weights(src: Path):
     return model
 
 
+# GroupQueryAttention's optional input that gives each new position its rotary position; without
+# it a call's positions continue after its past keys and values.
+GQA_POSITION_INPUT = 9
+
+
 def make_bidirectional(src: str | Path, dst: str | Path) -> int:
-    """Copy the ONNX model ``src`` to ``dst`` with ``causal=0`` on every GQA node.
+    """Copy the ONNX model ``src`` to ``dst`` with ``causal=0`` on every GQA node, and each GQA
+    node's rotary positions read from a ``position_ids`` graph input (added if missing), so a call
+    may run positions that are not the last ones (the frame cache, ``omnivoice_rt/forward.py``).
 
     Weights go to ``<dst name>.data`` beside ``dst``. Returns the number of GQA nodes changed.
     """
@@ -51,6 +58,12 @@ def make_bidirectional(src: str | Path, dst: str | Path) -> int:
 
     src, dst = Path(src), Path(dst)
     model = _load_with_weights(src)
+    if not any(i.name == "position_ids" for i in model.graph.input):
+        model.graph.input.append(
+            helper.make_tensor_value_info(
+                "position_ids", onnx.TensorProto.INT64, ["batch_size", "sequence_length"]
+            )
+        )
     changed = 0
     for node in model.graph.node:
         if node.op_type != GQA:
@@ -58,6 +71,11 @@ def make_bidirectional(src: str | Path, dst: str | Path) -> int:
         kept = [a for a in node.attribute if a.name != "causal"]
         del node.attribute[:]
         node.attribute.extend(kept + [helper.make_attribute("causal", 0)])
+        inputs = list(node.input) + [""] * (GQA_POSITION_INPUT + 1 - len(node.input))
+        if not inputs[GQA_POSITION_INPUT]:
+            inputs[GQA_POSITION_INPUT] = "position_ids"
+        del node.input[:]
+        node.input.extend(inputs)
         changed += 1
     if not changed:
         raise ValueError(f"{src} has no {GQA} node; it is not an onnxruntime-genai LLM build")
@@ -106,11 +124,12 @@ def llm_feeds(
     attention_mask: np.ndarray | None,
     head_dim: int,
     past: dict[str, np.ndarray] | None = None,
+    positions: np.ndarray | None = None,
 ) -> dict:
     """Feeds for one forward: the embeddings; every input whose name contains "past" from ``past``
     (keys and values of earlier positions) or empty; the mask over past and new positions (all
-    ones when None); and, where the graph takes ``position_ids``, positions that continue after
-    the past ones."""
+    ones when None); and, where the graph takes ``position_ids``, ``positions`` (default: those
+    that continue after the past ones)."""
     batch, seq = inputs_embeds.shape[:2]
     past = past or {}
     past_len = next(iter(past.values())).shape[2] if past else 0
@@ -119,9 +138,9 @@ def llm_feeds(
     feeds = {"inputs_embeds": inputs_embeds, "attention_mask": attention_mask}
     for arg in session.get_inputs():
         if arg.name == "position_ids":
-            feeds[arg.name] = np.broadcast_to(
-                np.arange(past_len, past_len + seq, dtype=np.int64), (batch, seq)
-            ).copy()
+            if positions is None:
+                positions = np.arange(past_len, past_len + seq, dtype=np.int64)
+            feeds[arg.name] = np.broadcast_to(positions.astype(np.int64), (batch, seq)).copy()
         elif "past" in arg.name:
             dtype = np.float16 if "float16" in arg.type else np.float32
             feeds[arg.name] = past.get(

@@ -5,14 +5,21 @@
     cond, uncond = forward(tokens)                                   # once per unmasking step
 
 Each call runs the conditional row (the whole prompt and the target) and, for guidance, the
-unconditional row (the target alone). Two settings forward fewer tokens (``docs/design.md``
-section 1), both off in ``best``:
+unconditional row (the target alone). Three settings forward fewer tokens (``docs/design.md``
+section 1), all off in ``best``:
 
 - ``prompt_cache_refresh`` r: calls 0, r, 2r... run the whole conditional row and keep its prompt
   positions' keys and values; the calls between run the target alone after them (attention both
   ways, positions continuing after the prompt), so the prompt's keys and values lag the target
   by up to r - 1 steps. Run on the same codes, the cached target equals the full forward
   (``tests/test_speed.py``).
+- ``frame_cache_refresh`` r (experimental; it replaces the prompt cache): every r-th run of a row
+  is a full forward that keeps the keys and values of every position and the target's hidden
+  states (:class:`FrameCache`); the runs between forward only the target frames whose codes
+  changed since they last ran, at their own positions, against the kept keys and values of all
+  the others, and reuse the others' hidden states (the dKV-Cache / dLLM-Cache idea for masked
+  diffusion LMs). Early steps commit few codes, so they forward a few frames instead of all.
+  Needs an LLM that takes ``position_ids`` (ours do); without one it runs every row in full.
 - ``guidance_every`` k: the unconditional logits are computed every k-th call and reused
   between; at guidance 0 the unconditional row never runs.
 
@@ -21,6 +28,7 @@ The seconds spent in each graph go to the ``timings`` dict the caller passes (on
 
 from __future__ import annotations
 
+import logging
 import time
 
 import numpy as np
@@ -28,6 +36,8 @@ import numpy as np
 from omnivoice_rt.bidirectional import llm_feeds, present_names
 from omnivoice_rt.prompt import Prompt
 from omnivoice_rt.request import GenerationSettings
+
+logger = logging.getLogger(__name__)
 
 
 class Backbone:
@@ -39,6 +49,10 @@ class Backbone:
         self.dtype = np.float16 if llm_input.dtype == "float16" else np.float32
         # The LLM's present key/value outputs, for the prompt K/V cache (empty: no cache).
         self.presents = present_names(graphs["llm_decoder"].session) or {}
+        # Whether the LLM runs positions given to it (the frame cache needs that).
+        self.takes_positions = bool(self.presents) and any(
+            i.name == "position_ids" for i in graphs["llm_decoder"].session.get_inputs()
+        )
 
     def run(self, name: str, feeds: dict, timings: dict | None, outputs=None) -> list[np.ndarray]:
         started = time.perf_counter()
@@ -52,12 +66,18 @@ class Backbone:
         return self.run("audio_embeddings_encoder", feeds, timings)[0].astype(self.dtype)
 
     def llm(
-        self, embeds: np.ndarray, past: dict | None = None, keep: int = 0, timings=None
+        self,
+        embeds: np.ndarray,
+        past: dict | None = None,
+        keep: int = 0,
+        timings=None,
+        positions: np.ndarray | None = None,
     ) -> tuple[np.ndarray, dict]:
-        """Hidden states for ``embeds`` after the ``past`` keys and values (None: none), and the
-        keys and values of the first ``keep`` positions, for later calls."""
+        """Hidden states for ``embeds`` after the ``past`` keys and values (None: none), at
+        ``positions`` (None: after the past ones), and the keys and values of the first ``keep``
+        positions (past and new), by past input name, for later calls."""
         session = self.graphs["llm_decoder"].session
-        feeds = llm_feeds(session, embeds, None, self.head_dim, past)
+        feeds = llm_feeds(session, embeds, None, self.head_dim, past, positions)
         presents = self.presents if keep else {}
         result = self.run("llm_decoder", feeds, timings, ["hidden_states", *presents.values()])
         kept = {
@@ -71,9 +91,53 @@ class Backbone:
         return self.run("audio_heads_decoder", feeds, timings)[0]
 
 
+class FrameCache:
+    """One row's keys and values at every position and its target's hidden states, as of the
+    codes each frame last ran with; ``offset`` target frames start after the row's prompt."""
+
+    def __init__(self, backbone: Backbone, offset: int, timings: dict):
+        self.backbone, self.offset, self.timings = backbone, offset, timings
+        self.kv: dict[str, np.ndarray] = {}
+        self.hidden = self.seen = None
+        self.runs = 0
+
+    def full(self, row: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """Run the whole row (its prompt and target embeddings) and keep everything."""
+        hidden, self.kv = self.backbone.llm(row, keep=row.shape[1], timings=self.timings)
+        self.hidden, self.seen = hidden[:, self.offset :].copy(), tokens.copy()
+        return self.hidden
+
+    def partial(self, target: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """Run only the frames whose codes changed, at their positions, against the kept keys and
+        values of every other position; keep their new keys, values and hidden states."""
+        changed = np.flatnonzero((tokens != self.seen).any(axis=0))
+        if changed.size:
+            at = self.offset + changed
+            others = np.ones(next(iter(self.kv.values())).shape[2], dtype=bool)
+            others[at] = False
+            past = {name: kv[:, :, others] for name, kv in self.kv.items()}
+            hidden, new = self.backbone.llm(
+                target[:, changed],
+                past,
+                keep=others.sum() + changed.size,
+                timings=self.timings,
+                positions=at,
+            )
+            for name, kv in new.items():
+                self.kv[name][:, :, at] = kv[:, :, -changed.size :]
+            self.hidden[:, changed] = hidden
+            self.seen[:, changed] = tokens[:, changed]
+        return self.hidden
+
+    def __call__(self, refresh: int, row, target: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """Every ``refresh``-th run in full (``row()`` makes the whole row), the others partial."""
+        run, self.runs = self.runs, self.runs + 1
+        return self.full(row(), tokens) if run % refresh == 0 else self.partial(target, tokens)
+
+
 class GuidedForward:
     """The model for one piece: target codes -> (conditional, unconditional or None) logits,
-    with the prompt cache and guidance reuse that ``settings`` ask for."""
+    with the prompt cache, frame cache and guidance reuse that ``settings`` ask for."""
 
     def __init__(self, backbone: Backbone, prompt: Prompt, settings: GenerationSettings, timings):
         self.backbone, self.prompt, self.settings, self.timings = (
@@ -86,9 +150,18 @@ class GuidedForward:
             prompt.ids[:, : prompt.prefix_len], prompt.audio_mask[: prompt.prefix_len], timings
         )
         self.target_mask = np.ones(prompt.target_len, dtype=bool)
-        self.refresh = settings.prompt_cache_refresh if backbone.presents else 0
+        self.frames = settings.frame_cache_refresh if backbone.takes_positions else 0
+        if settings.frame_cache_refresh and not self.frames:
+            logger.info("this LLM takes no position_ids: the frame cache is off, rows run in full")
+        self.refresh = (
+            0 if self.frames else settings.prompt_cache_refresh if backbone.presents else 0
+        )
         self.calls = 0
         self.cache: dict | None = None  # the prompt's keys and values, from the last full row
+        self.rows = [
+            FrameCache(backbone, prompt.prefix_len, timings),
+            FrameCache(backbone, 0, timings),
+        ]
         self.uncond: np.ndarray | None = None  # the last unconditional logits
 
     def __call__(self, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
@@ -97,16 +170,23 @@ class GuidedForward:
         target = backbone.embed(
             tokens, self.target_mask, timings
         )  # the uncond row: the target alone
-        if self.refresh and call % self.refresh:
-            cond, _ = backbone.llm(target, past=self.cache, timings=timings)
+        guided = self.settings.guidance_scale != 0 and call % self.settings.guidance_every == 0
+        if self.frames:
+            whole = lambda: np.concatenate([self.prefix, target], axis=1)  # noqa: E731
+            rows = [self.rows[0](self.frames, whole, target, tokens)]
+            if guided:
+                rows.append(self.rows[1](self.frames, lambda: target, target, tokens))
         else:
-            whole = np.concatenate([self.prefix, target], axis=1)
-            keep = prompt.prefix_len if self.refresh else 0
-            cond, self.cache = backbone.llm(whole, keep=keep, timings=timings)
-            cond = cond[:, -prompt.target_len :]
-        rows = [cond]
-        if self.settings.guidance_scale != 0 and call % self.settings.guidance_every == 0:
-            rows.append(backbone.llm(target, timings=timings)[0])
+            if self.refresh and call % self.refresh:
+                cond, _ = backbone.llm(target, past=self.cache, timings=timings)
+            else:
+                whole = np.concatenate([self.prefix, target], axis=1)
+                keep = prompt.prefix_len if self.refresh else 0
+                cond, self.cache = backbone.llm(whole, keep=keep, timings=timings)
+                cond = cond[:, -prompt.target_len :]
+            rows = [cond]
+            if guided:
+                rows.append(backbone.llm(target, timings=timings)[0])
         logits = backbone.heads(np.concatenate(rows, axis=0), timings)
         if len(rows) == 2:
             self.uncond = logits[1]

@@ -38,7 +38,10 @@ PRESETS = {
     "best": {"num_step": 32, "prompt_cache_refresh": 0, "guidance_every": 1},
     "balanced": {"num_step": 16, "prompt_cache_refresh": 8, "guidance_every": 3},
     "fast": {"num_step": 12, "prompt_cache_refresh": 6, "guidance_every": 3},
+    # Experimental: the frame cache is untested on OmniVoice's real weights (by anyone).
+    "turbo": {"num_step": 12, "frame_cache_refresh": 6, "guidance_every": 3},
 }
+EXPERIMENTAL = ("turbo",)  # presets every door labels experimental
 LIBRARY_PRESET = "best"  # OmniVoiceONNX.generate and stream
 DOOR_PRESET = "balanced"  # the CLI, batch, the page, gradio_client, MCP, the OpenAI door
 
@@ -60,6 +63,9 @@ class GenerationSettings(UnmaskSettings):
     prompt_cache_refresh: int = 0
     # The unconditional row runs every k-th step; its log-probabilities are reused between.
     guidance_every: int = 1
+    # Experimental. 0: off. r > 0: every r-th run of a row is in full and keeps every position's
+    # keys and values; the runs between forward only the frames whose codes changed (forward.py).
+    frame_cache_refresh: int = 0
 
     @classmethod
     def preset(cls, name: str, **overrides) -> GenerationSettings:
@@ -90,6 +96,11 @@ class GenerationSettings(UnmaskSettings):
             raise ValueError(
                 f"prompt_cache_refresh must be an integer >= 0 (0: exact), got {self.prompt_cache_refresh!r}"
             )
+        if not _is_int(self.frame_cache_refresh) or self.frame_cache_refresh < 0:
+            raise ValueError(
+                "frame_cache_refresh must be an integer >= 0 (0: off, exact), "
+                f"got {self.frame_cache_refresh!r}"
+            )
         if not _is_int(self.guidance_every) or self.guidance_every < 1:
             raise ValueError(
                 f"guidance_every must be an integer >= 1 (1: exact), got {self.guidance_every!r}"
@@ -110,7 +121,11 @@ OPTIONS: dict[str, tuple[tuple[type, ...], str]] = {
     "duration": ((int, float), "the speech's length in seconds; none: estimated from the text"),
     "speed": ((int, float), "speaking rate, 1.0 normal (0.1 to 10)"),
     "seed": ((int,), "random seed: the same seed and settings give the same audio"),
-    "preset": ((str,), f"a bundle of settings: {', '.join(PRESETS)}"),
+    "preset": (
+        (str,),
+        "a bundle of settings: "
+        + ", ".join(f"{p} (experimental)" if p in EXPERIMENTAL else p for p in PRESETS),
+    ),
     "num_step": ((int,), f"unmasking steps, 1 to {MAX_STEPS} (the preset's by default)"),
     "guidance_scale": ((int, float), "classifier-free guidance scale (2.0)"),
     "t_shift": ((int, float), "time-step shift of the schedule (0.1)"),
@@ -122,6 +137,11 @@ OPTIONS: dict[str, tuple[tuple[type, ...], str]] = {
     "postprocess_output": ((bool,), "trim long silences and set the loudness (true)"),
     "prompt_cache_refresh": ((int,), "run the whole prompt every N steps (0: every step, exact)"),
     "guidance_every": ((int,), "run the unconditional row every N steps (1: every step, exact)"),
+    "frame_cache_refresh": (
+        (int,),
+        "experimental: run each row in full every N steps and only its changed frames between "
+        "(0: off, exact)",
+    ),
 }
 KIND_NAMES = {(str,): "a string", (int,): "a whole number", (bool,): "true or false"}
 FILE_OPTIONS = ("ref_audio", "voice_prompt")

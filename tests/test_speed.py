@@ -1,9 +1,11 @@
-"""The speed settings: the prompt K/V cache, guidance reuse and the presets that bundle them.
+"""The speed settings: the prompt K/V cache, the frame cache, guidance reuse and the presets that
+bundle them.
 
 The mechanism is held exact where it must be: run after the keys and values a full forward kept,
 the target's hidden states equal that forward's (fp32, int4, and an LLM that takes position_ids,
-whose positions must continue after the prompt), and refreshing the cache every step gives
-exactly the codes of the exact path. What the approximation costs in quality cannot be measured
+whose positions must continue after the prompt); frames run alone at their own positions against
+the other positions' kept keys and values equal the full forward too; and refreshing either cache
+every step gives exactly the codes of the exact path. What the approximation costs in quality cannot be measured
 on random weights; PRESETS in omnivoice_rt/model.py cites the ports that measured it.
 """
 
@@ -94,10 +96,74 @@ def test_refreshing_every_step_gives_the_exact_codes(fp32_voice, kwargs, tmp_pat
 
         kwargs = {**kwargs, "ref_audio": write_reference(str(tmp_path / "reference.wav"))}
     exact = fp32_voice.generate(**kwargs, num_step=16, **GREEDY).codes[0]
-    refreshed = fp32_voice.generate(**kwargs, num_step=16, prompt_cache_refresh=1, **GREEDY).codes[
-        0
-    ]
-    np.testing.assert_array_equal(refreshed, exact)
+    for cache in ("prompt_cache_refresh", "frame_cache_refresh"):
+        refreshed = fp32_voice.generate(**kwargs, num_step=16, **{cache: 1}, **GREEDY).codes[0]
+        np.testing.assert_array_equal(refreshed, exact, err_msg=cache)
+    # and the frame cache between refreshes does change the codes (it is an approximation)
+    cached = fp32_voice.generate(**kwargs, num_step=16, frame_cache_refresh=8, **GREEDY).codes[0]
+    assert (cached != exact).any()
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_frames_run_alone_equal_the_full_forward(fp32_voice, reference):
+    """A FrameCache after a full forward, told that some frames changed (their codes as last seen
+    are wiped): running those frames alone, at their positions, against the kept keys and values
+    of every other position gives the full forward's hidden states and keys and values."""
+    from omnivoice_rt.forward import FrameCache
+
+    voice, target_len = fp32_voice, 40
+    ref_codes = np.random.default_rng(1).integers(0, 1024, (8, 30)) if reference else None
+    prompt = build_prompt(
+        voice.tokenizer,
+        TEXT,
+        target_len,
+        num_codebooks=8,
+        mask_id=1024,
+        ref_text="This is my voice." if reference else None,
+        ref_codes=ref_codes,
+    )
+    rng = np.random.default_rng(0)
+    tokens = np.where(
+        rng.random((8, target_len)) < 0.5, 1024, rng.integers(0, 1024, (8, target_len))
+    )
+    prefix = voice.backbone.embed(
+        prompt.ids[:, : prompt.prefix_len], prompt.audio_mask[: prompt.prefix_len]
+    )
+    target = voice.backbone.embed(tokens, np.ones(target_len, dtype=bool))
+    for offset, row in ((prompt.prefix_len, np.concatenate([prefix, target], axis=1)), (0, target)):
+        cache = FrameCache(voice.backbone, offset, {})
+        full = cache.full(row, tokens).copy()
+        kept = {name: kv.copy() for name, kv in cache.kv.items()}
+        changed = np.array([0, 7, 8, 9, 23, target_len - 1])
+        cache.seen[:, changed] = -1  # as if these frames' codes had changed
+        again = cache.partial(target, tokens)
+        np.testing.assert_allclose(again, full, atol=2e-5, rtol=0)
+        for name, kv in cache.kv.items():
+            np.testing.assert_allclose(kv, kept[name], atol=2e-5, rtol=0, err_msg=name)
+        assert (cache.seen == tokens).all()
+        # with positions continuing after the past instead, the same frames come out different
+        others = np.ones(offset + target_len, dtype=bool)
+        others[offset + changed] = False
+        past = {name: kv[:, :, others] for name, kv in kept.items()}
+        wrong, _ = voice.backbone.llm(target[:, changed], past)
+        assert np.abs(wrong - full[:, changed]).max() > 1e-3
+
+
+def test_turbo_forwards_only_the_changed_frames_between_refreshes(fp32_voice):
+    target = 50  # duration 2.0
+    rows = count_llm_rows(fp32_voice, preset="turbo", seed=0)
+    whole = max(count_llm_rows(fp32_voice, num_step=12, seed=0))
+    # steps 0 and 6 run the conditional row in full; the unconditional row runs at 0, 3, 6, 9,
+    # in full at its first run (refreshed every 6 of its runs)
+    assert rows.count(whole) == 2 and rows.count(target) == 1
+    partial = [n for n in rows if n < target]
+    assert len(partial) == 10 + 3 and sum(partial) < 10 * target / 2
+    fp32_voice.backbone.takes_positions = False  # an LLM that cannot run frames at their positions
+    try:
+        expected = [n for step in range(12) for n in [whole] + [target] * (step % 3 == 0)]
+        assert count_llm_rows(fp32_voice, preset="turbo", seed=0) == expected
+    finally:
+        fp32_voice.backbone.takes_positions = True
 
 
 def count_llm_rows(voice, **kwargs) -> list[int]:
@@ -137,6 +203,6 @@ def test_presets_bundle_their_settings(fp32_voice):
     assert codes.max() < 1024 and all(len(np.unique(row)) > 3 for row in codes)
     with pytest.raises(ValueError, match="unknown preset 'quick'"):
         fp32_voice.generate(TEXT, num_step="quick")
-    for bad in ({"prompt_cache_refresh": -1}, {"guidance_every": 0}):
+    for bad in ({"prompt_cache_refresh": -1}, {"guidance_every": 0}, {"frame_cache_refresh": -2}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             fp32_voice.generate(TEXT, **bad)
