@@ -20,6 +20,9 @@ section 1), all off in ``best``:
   the others, and reuse the others' hidden states (the dKV-Cache / dLLM-Cache idea for masked
   diffusion LMs). Early steps commit few codes, so they forward a few frames instead of all.
   Needs an LLM that takes ``position_ids`` (ours do); without one it runs every row in full.
+- ``cache_refresh_share`` s (with either cache): a row also runs in full as soon as a share s of
+  all codes has changed since its last full run, so refreshes follow the commits (few early, many
+  late) rather than the step count.
 - ``guidance_every`` k: the unconditional logits are computed every k-th call and reused
   between; at guidance 0 the unconditional row never runs.
 
@@ -129,10 +132,31 @@ class FrameCache:
             self.seen[:, changed] = tokens[:, changed]
         return self.hidden
 
-    def __call__(self, refresh: int, row, target: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-        """Every ``refresh``-th run in full (``row()`` makes the whole row), the others partial."""
-        run, self.runs = self.runs, self.runs + 1
-        return self.full(row(), tokens) if run % refresh == 0 else self.partial(target, tokens)
+    def __call__(self, full: bool, row, target: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """In full when told so (``row()`` makes the whole row), else partial."""
+        return self.full(row(), tokens) if full else self.partial(target, tokens)
+
+
+class Refresh:
+    """When a cached row runs in full: its first run; then once ``every`` runs have passed since
+    the last full one; and, with ``share`` > 0, as soon as that share of all codes has changed
+    since then (early steps commit few codes, late ones many: a refresh follows the commits)."""
+
+    def __init__(self, every: int, share: float = 0.0):
+        self.every, self.share = every, share
+        self.since = 0
+        self.base: np.ndarray | None = None  # the codes at the last full run
+
+    def __call__(self, tokens: np.ndarray) -> bool:
+        due = (
+            self.base is None
+            or self.since >= self.every
+            or (self.share > 0 and (tokens != self.base).mean() >= self.share)
+        )
+        if due:
+            self.since, self.base = 0, tokens.copy()
+        self.since += 1
+        return due
 
 
 class GuidedForward:
@@ -153,9 +177,10 @@ class GuidedForward:
         self.frames = settings.frame_cache_refresh if backbone.takes_positions else 0
         if settings.frame_cache_refresh and not self.frames:
             logger.info("this LLM takes no position_ids: the frame cache is off, rows run in full")
-        self.refresh = (
-            0 if self.frames else settings.prompt_cache_refresh if backbone.presents else 0
-        )
+        refresh = self.frames or (settings.prompt_cache_refresh if backbone.presents else 0)
+        # when each cached row runs in full (the conditional row, the unconditional one)
+        self.due = [Refresh(refresh, settings.cache_refresh_share) for _ in range(2)]
+        self.refresh = refresh and not self.frames  # the prompt cache is on
         self.calls = 0
         self.cache: dict | None = None  # the prompt's keys and values, from the last full row
         self.rows = [
@@ -173,11 +198,11 @@ class GuidedForward:
         guided = self.settings.guidance_scale != 0 and call % self.settings.guidance_every == 0
         if self.frames:
             whole = lambda: np.concatenate([self.prefix, target], axis=1)  # noqa: E731
-            rows = [self.rows[0](self.frames, whole, target, tokens)]
+            rows = [self.rows[0](self.due[0](tokens), whole, target, tokens)]
             if guided:
-                rows.append(self.rows[1](self.frames, lambda: target, target, tokens))
+                rows.append(self.rows[1](self.due[1](tokens), lambda: target, target, tokens))
         else:
-            if self.refresh and call % self.refresh:
+            if self.refresh and not self.due[0](tokens):
                 cond, _ = backbone.llm(target, past=self.cache, timings=timings)
             else:
                 whole = np.concatenate([self.prefix, target], axis=1)

@@ -39,7 +39,12 @@ PRESETS = {
     "balanced": {"num_step": 16, "prompt_cache_refresh": 8, "guidance_every": 3},
     "fast": {"num_step": 12, "prompt_cache_refresh": 6, "guidance_every": 3},
     # Experimental: the frame cache is untested on OmniVoice's real weights (by anyone).
-    "turbo": {"num_step": 12, "frame_cache_refresh": 6, "guidance_every": 3},
+    "turbo": {
+        "num_step": 12,
+        "frame_cache_refresh": 12,  # in full at the first step...
+        "cache_refresh_share": 0.4,  # ...and once 40% of the codes changed since
+        "guidance_every": 3,
+    },
 }
 EXPERIMENTAL = ("turbo",)  # presets every door labels experimental
 LIBRARY_PRESET = "best"  # OmniVoiceONNX.generate and stream
@@ -66,6 +71,9 @@ class GenerationSettings(UnmaskSettings):
     # Experimental. 0: off. r > 0: every r-th run of a row is in full and keeps every position's
     # keys and values; the runs between forward only the frames whose codes changed (forward.py).
     frame_cache_refresh: int = 0
+    # With either cache: a row also runs in full once this share of all codes changed since its
+    # last full run (0: off).
+    cache_refresh_share: float = 0.0
 
     @classmethod
     def preset(cls, name: str, **overrides) -> GenerationSettings:
@@ -100,6 +108,11 @@ class GenerationSettings(UnmaskSettings):
             raise ValueError(
                 "frame_cache_refresh must be an integer >= 0 (0: off, exact), "
                 f"got {self.frame_cache_refresh!r}"
+            )
+        share = self.cache_refresh_share
+        if not _is_number(share) or not 0 <= share <= 1:
+            raise ValueError(
+                f"cache_refresh_share must be a number from 0 to 1 (0: off), got {share!r}"
             )
         if not _is_int(self.guidance_every) or self.guidance_every < 1:
             raise ValueError(
@@ -141,6 +154,10 @@ OPTIONS: dict[str, tuple[tuple[type, ...], str]] = {
         (int,),
         "experimental: run each row in full every N steps and only its changed frames between "
         "(0: off, exact)",
+    ),
+    "cache_refresh_share": (
+        (int, float),
+        "with a cache: also run a row in full once this share of the codes changed (0: off)",
     ),
 }
 KIND_NAMES = {(str,): "a string", (int,): "a whole number", (bool,): "true or false"}

@@ -28,9 +28,9 @@ def fp32_voice(fp32_artifacts):
     return OmniVoiceONNX.load(fp32_artifacts, "fp32")
 
 
-def cached_and_full(voice: OmniVoiceONNX, ref_codes=None, target_len: int = 40):
-    """Target hidden states of one full forward, and of a target-only forward after the prompt
-    keys and values that full forward kept, on the same codes."""
+def half_masked_row(voice: OmniVoiceONNX, ref_codes=None, target_len: int = 40):
+    """A prompt (with a reference when ``ref_codes``), target codes half of them masks, and the
+    embeddings of the prompt and of the target."""
     rng = np.random.default_rng(0)
     prompt = build_prompt(
         voice.tokenizer,
@@ -47,7 +47,13 @@ def cached_and_full(voice: OmniVoiceONNX, ref_codes=None, target_len: int = 40):
     prefix = voice.backbone.embed(
         prompt.ids[:, : prompt.prefix_len], prompt.audio_mask[: prompt.prefix_len]
     )
-    target = voice.backbone.embed(tokens, np.ones(target_len, dtype=bool))
+    return prompt, tokens, prefix, voice.backbone.embed(tokens, np.ones(target_len, dtype=bool))
+
+
+def cached_and_full(voice: OmniVoiceONNX, ref_codes=None, target_len: int = 40):
+    """Target hidden states of one full forward, and of a target-only forward after the prompt
+    keys and values that full forward kept, on the same codes."""
+    prompt, tokens, prefix, target = half_masked_row(voice, ref_codes, target_len)
     full, cache = voice.backbone.llm(
         np.concatenate([prefix, target], axis=1), keep=prompt.prefix_len
     )
@@ -113,23 +119,7 @@ def test_frames_run_alone_equal_the_full_forward(fp32_voice, reference):
 
     voice, target_len = fp32_voice, 40
     ref_codes = np.random.default_rng(1).integers(0, 1024, (8, 30)) if reference else None
-    prompt = build_prompt(
-        voice.tokenizer,
-        TEXT,
-        target_len,
-        num_codebooks=8,
-        mask_id=1024,
-        ref_text="This is my voice." if reference else None,
-        ref_codes=ref_codes,
-    )
-    rng = np.random.default_rng(0)
-    tokens = np.where(
-        rng.random((8, target_len)) < 0.5, 1024, rng.integers(0, 1024, (8, target_len))
-    )
-    prefix = voice.backbone.embed(
-        prompt.ids[:, : prompt.prefix_len], prompt.audio_mask[: prompt.prefix_len]
-    )
-    target = voice.backbone.embed(tokens, np.ones(target_len, dtype=bool))
+    prompt, tokens, prefix, target = half_masked_row(voice, ref_codes, target_len)
     for offset, row in ((prompt.prefix_len, np.concatenate([prefix, target], axis=1)), (0, target)):
         cache = FrameCache(voice.backbone, offset, {})
         full = cache.full(row, tokens).copy()
@@ -147,23 +137,6 @@ def test_frames_run_alone_equal_the_full_forward(fp32_voice, reference):
         past = {name: kv[:, :, others] for name, kv in kept.items()}
         wrong, _ = voice.backbone.llm(target[:, changed], past)
         assert np.abs(wrong - full[:, changed]).max() > 1e-3
-
-
-def test_turbo_forwards_only_the_changed_frames_between_refreshes(fp32_voice):
-    target = 50  # duration 2.0
-    rows = count_llm_rows(fp32_voice, preset="turbo", seed=0)
-    whole = max(count_llm_rows(fp32_voice, num_step=12, seed=0))
-    # steps 0 and 6 run the conditional row in full; the unconditional row runs at 0, 3, 6, 9,
-    # in full at its first run (refreshed every 6 of its runs)
-    assert rows.count(whole) == 2 and rows.count(target) == 1
-    partial = [n for n in rows if n < target]
-    assert len(partial) == 10 + 3 and sum(partial) < 10 * target / 2
-    fp32_voice.backbone.takes_positions = False  # an LLM that cannot run frames at their positions
-    try:
-        expected = [n for step in range(12) for n in [whole] + [target] * (step % 3 == 0)]
-        assert count_llm_rows(fp32_voice, preset="turbo", seed=0) == expected
-    finally:
-        fp32_voice.backbone.takes_positions = True
 
 
 def count_llm_rows(voice, **kwargs) -> list[int]:
@@ -194,6 +167,52 @@ def test_balanced_runs_the_prompt_twice_and_the_unconditional_row_every_third_st
     assert none == [whole] * 16  # no unconditional row at guidance 0
 
 
+def test_the_frame_cache_forwards_only_the_changed_frames_between_refreshes(fp32_voice):
+    target = 50  # duration 2.0
+    settings = {"num_step": 12, "frame_cache_refresh": 6, "guidance_every": 3}
+    rows = count_llm_rows(fp32_voice, **settings, seed=0)
+    whole = max(count_llm_rows(fp32_voice, num_step=12, seed=0))
+    # steps 0 and 6 run the conditional row in full; the unconditional row runs at 0, 3, 6, 9,
+    # in full at its first run (refreshed every 6 of its runs)
+    assert rows.count(whole) == 2 and rows.count(target) == 1
+    partial = [n for n in rows if n < target]
+    assert len(partial) == 10 + 3 and sum(partial) < 10 * target / 2
+    fp32_voice.backbone.takes_positions = False  # an LLM that cannot run frames at their positions
+    try:
+        expected = [n for step in range(12) for n in [whole] + [target] * (step % 3 == 0)]
+        assert count_llm_rows(fp32_voice, **settings, seed=0) == expected
+    finally:
+        fp32_voice.backbone.takes_positions = True
+
+
+def test_a_refresh_follows_the_share_of_codes_committed(fp32_voice):
+    """With ``cache_refresh_share`` a row runs in full at the first step whose codes differ from
+    those of its last full run in that share of all codes: the steps follow from the schedule."""
+    from omnivoice_rt.unmask import schedule
+
+    total, share = 8 * 50, 0.4
+    counts = schedule(total, 12, 0.1)
+    expected, base = [], 0
+    for step in range(12):
+        committed = sum(counts[:step])
+        if step == 0 or (committed - base) / total >= share:
+            expected.append(step)
+            base = committed
+    assert len(expected) >= 2
+    whole = max(count_llm_rows(fp32_voice, num_step=12, guidance_scale=0.0, seed=0))
+    for cache in ("frame_cache_refresh", "prompt_cache_refresh"):
+        rows = count_llm_rows(
+            fp32_voice,
+            num_step=12,
+            guidance_scale=0.0,
+            cache_refresh_share=share,
+            seed=0,
+            **{cache: 12},
+        )
+        assert [step for step, n in enumerate(rows) if n == whole] == expected, cache
+    assert GenerationSettings.preset("turbo").cache_refresh_share == share
+
+
 def test_presets_bundle_their_settings(fp32_voice):
     assert GenerationSettings.preset("balanced") == GenerationSettings(**PRESETS["balanced"])
     assert GenerationSettings.preset("best") == GenerationSettings()  # the default is exact
@@ -203,6 +222,11 @@ def test_presets_bundle_their_settings(fp32_voice):
     assert codes.max() < 1024 and all(len(np.unique(row)) > 3 for row in codes)
     with pytest.raises(ValueError, match="unknown preset 'quick'"):
         fp32_voice.generate(TEXT, num_step="quick")
-    for bad in ({"prompt_cache_refresh": -1}, {"guidance_every": 0}, {"frame_cache_refresh": -2}):
+    for bad in (
+        {"prompt_cache_refresh": -1},
+        {"guidance_every": 0},
+        {"frame_cache_refresh": -2},
+        {"cache_refresh_share": 1.5},
+    ):
         with pytest.raises(ValueError, match=next(iter(bad))):
             fp32_voice.generate(TEXT, **bad)
