@@ -265,9 +265,16 @@ def available_precisions(source: str | Path | None) -> list[str] | None:
 # ----------------------------------------------------------------------------- repair
 
 
+# What a repaired copy holds, in its key: a copy made by an earlier repair is made again.
+# 2: with position_ids wired into every attention node (the frame cache needs them).
+REPAIR_VERSION = 2
+
+
 def _content_key(path: Path) -> str:
-    """A key that changes when the LLM changes: the graph's bytes and its weights' identity."""
-    digest = hashlib.sha256(path.read_bytes())
+    """A key that changes when the LLM changes (the graph's bytes and its weights' identity) or
+    when the repair does (``REPAIR_VERSION``)."""
+    digest = hashlib.sha256(f"repair {REPAIR_VERSION}\n".encode())
+    digest.update(path.read_bytes())
     data = path.with_name(path.name + ".data")
     if data.exists():
         real = data.resolve()  # in the HF cache, the blob's name is its sha256

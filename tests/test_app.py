@@ -46,7 +46,7 @@ def test_api_lists_the_stable_endpoints_only(client):
         preset = next(p for p in info[endpoint]["parameters"] if p["parameter_name"] == "preset")
         # the page's and the API's default on a CPU
         assert preset["parameter_default"] == "balanced"
-        assert preset["python_type"]["type"] == "Literal['best', 'balanced', 'fast']"
+        assert preset["python_type"]["type"] == "Literal['best', 'balanced', 'fast', 'turbo']"
 
 
 def test_synthesize_auto_voice_and_voice_design(client):

@@ -80,6 +80,7 @@ def test_local_published_folder_is_repaired_into_the_cache_and_equals_our_fp32_b
     before = files_of(published)
     voice = OmniVoiceONNX.load(published, "int4")
     assert str(hf_home / "omnivoice_repaired") in str(voice.repaired_llm)
+    assert voice.backbone.takes_positions  # the repair wires position_ids: the frame cache runs
     assert {g.signature.contract for g in voice.graphs.values()} == {"published"}
     assert {g.signature.contract for g in voice.codec.graphs.values()} == {"published"}
     # the graphs', not the manifest's 320
