@@ -137,7 +137,7 @@ def _steps(value: str):
 def request_flags(parser) -> None:
     """A flag for each option of a request (``OPTIONS``): ``--ref-audio``, ``--num-step``, ...,
     ``--denoise/--no-denoise``; one left out takes the preset's value (``balanced`` by default)."""
-    from omnivoice_rt.request import DOOR_PRESET, OPTIONS, PRESETS
+    from omnivoice_rt.request import DOOR_PRESET, OPTIONS
 
     for name, (kinds, meaning) in OPTIONS.items():
         flag = "--" + name.replace("_", "-")
@@ -148,7 +148,7 @@ def request_flags(parser) -> None:
         if name == "num_step":
             kind = _steps  # a preset's name too: the older spelling of --preset
         if name == "preset":
-            meaning = f"{', '.join(PRESETS)} (default {DOOR_PRESET}; best: upstream's generation, exactly)"
+            meaning += f" (default {DOOR_PRESET}; best: upstream's generation, exactly)"
         parser.add_argument(flag, type=kind, required=name == "text", help=meaning)
 
 
