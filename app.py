@@ -696,6 +696,8 @@ def build_server(
     server.add_middleware(gradio_guard.QuietDisconnects)
     server.add_middleware(gradio_guard.NoFileProxy)
     OpenAIDoor(service, voice_dir, api_key).install(server)
+    # For load balancers and monitors: the line's state, open like the page.
+    server.add_api_route("/health", service.health, methods=["GET"])
     demo = build_demo(config, service)
     # Gradio's queue lets requests through to the one line (which turns away the surplus), with
     # room beside it for requests that are downloading or loading another precision.

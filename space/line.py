@@ -33,6 +33,11 @@ class Line:
     def waiting(self) -> int:
         return len(self._waiting)
 
+    @property
+    def serving(self) -> int:
+        with self._lock:
+            return self.slots - self._free
+
     @contextlib.contextmanager
     def turn(self, on_wait=None, should_stop=None):
         """Hold a slot for the block; ``on_wait(ahead)`` is told how many are ahead when it must

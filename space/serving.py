@@ -107,6 +107,19 @@ class Service:
         self.prompts = PromptCache()
         self.recogniser = Recogniser(config.asr_model)
 
+    def health(self) -> dict:
+        """What ``GET /health`` answers: the line (served now, waiting, its bounds) and the
+        precisions offered and loaded; nothing about requests or files."""
+        return {
+            "status": "ok",
+            "serving": self.line.serving,
+            "waiting": self.line.waiting,
+            "slots": self.line.slots,
+            "max_waiting": self.line.max_waiting,
+            "offered": list(self.models.offered),
+            "loaded": sorted(self.models.loaded),
+        }
+
     def slot(self, progress=None, on_wait=None, should_stop=None):
         """A turn in the line: the model work of a request runs inside one, its download and load
         outside, so a load never holds up requests for a loaded precision. ``on_wait(ahead)`` is

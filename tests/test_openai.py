@@ -333,10 +333,18 @@ def test_two_doors_share_one_line_in_order(client, server):
         results[n] = callers[n](n)
         finished.append(n)
 
+    def in_line() -> int:
+        health = httpx.get(f"{server}/health").json()
+        return health["serving"] + health["waiting"]
+
     threads = [threading.Thread(target=call, args=(n,)) for n in range(len(callers))]
-    for thread in threads:
+    for n, thread in enumerate(threads):
         thread.start()
-        time.sleep(0.3)  # each arrives while the first is being served
+        # each arrives while the first is being served, after the one before took its place
+        deadline = time.time() + 60
+        while in_line() < n + 1:
+            assert time.time() < deadline, f"caller {n} never reached the line"
+            time.sleep(0.02)
     for thread in threads:
         thread.join(timeout=300)
     assert finished == [0, 1, 2, 3]
@@ -400,6 +408,9 @@ def test_without_a_key_the_endpoint_is_open(app_server):
     """A public Space sets no OMNIVOICE_API_KEY: anyone may call it, as they may use the page."""
     response = httpx.get(f"{app_server}/v1/audio/voices")
     assert response.status_code == 200 and response.json()["data"][0]["id"] == "auto"
+    health = httpx.get(f"{app_server}/health").json()
+    assert health["status"] == "ok" and health["slots"] == 1 and "int4" in health["offered"]
+    assert health["serving"] == 0 and health["waiting"] == 0, health
 
 
 def test_the_line_serves_in_order_and_turns_away_the_surplus():
