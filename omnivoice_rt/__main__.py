@@ -6,6 +6,7 @@ python -m omnivoice_rt synthesize --model-dir artifacts --voice-prompt me.npz --
 python -m omnivoice_rt batch --model-dir artifacts --input items.jsonl --output-dir out/ --workers 2
 python -m omnivoice_rt roundtrip --model-dir artifacts --input in.wav --output out.wav
 python -m omnivoice_rt eval --mode rtf --model-dir artifacts
+python -m omnivoice_rt eval --mode quality --model-dir artifacts --presets best,balanced,fast,turbo
 python -m omnivoice_rt inspect onnx-community/OmniVoice-Onnx --precision int4
 """
 
@@ -106,7 +107,9 @@ def cmd_prompt(args) -> int:
 
 def cmd_eval(args) -> int:
     """Real-time factor on this machine (equivalence with PyTorch is the build side's:
-    ``python -m omnivoice_build.equivalence``)."""
+    ``python -m omnivoice_build.equivalence``), or the quality of presets against ``best``."""
+    if args.mode == "quality":
+        return eval_quality(args)
     voice = _load(args)
     text = (
         args.text or "This is a short sentence to measure how fast speech is made on this machine."
@@ -118,6 +121,46 @@ def cmd_eval(args) -> int:
         print(
             f"run {run}: {speech.seconds:.2f} s of audio in {took:.2f} s, real-time factor {took / speech.seconds:.3f}"
         )
+    return 0
+
+
+def eval_quality(args) -> int:
+    from omnivoice_rt import quality
+    from omnivoice_rt.asr import Transcriber
+    from omnivoice_rt.request import PRESETS
+
+    presets = [p.strip() for p in args.presets.split(",") if p.strip()]
+    unknown = [p for p in presets if p not in PRESETS]
+    if unknown or not presets:
+        raise ValueError(
+            f"--presets: unknown {', '.join(unknown) or '(none given)'}; use some of {', '.join(PRESETS)}"
+        )
+    if args.ref_audio and not args.ref_text:
+        raise ValueError("--ref-audio needs --ref-text: what the reference recording says")
+    sentences = quality.read_sentences(args.sentences) if args.sentences else quality.SENTENCES
+    voice = _load(args)
+    recogniser = Transcriber.load(args.asr_model)
+
+    def hear(audio, language):
+        try:
+            return recogniser.transcribe(audio, language)
+        except ValueError:  # nothing recognised
+            return ""
+
+    speaker = quality.SpeakerEncoder.load(args.speaker_model, args.threads)
+    output = Path(args.output)
+    options = {"ref_audio": args.ref_audio, "ref_text": args.ref_text} if args.ref_audio else {}
+    if args.instruct:
+        options["instruct"] = args.instruct
+    samples = quality.evaluate(
+        voice, presets, sentences, hear, speaker, output, seed=args.seed, **options
+    )
+    print(quality.report(samples, output))
+    against = "the reference" if args.ref_audio else f"{presets[0]}'s audio of each sentence"
+    print(
+        f"similarity: to {against}; duration: against {presets[0]}'s; "
+        f"{len(sentences)} sentences; {output}/quality.json, quality.svg, PRESET/N.wav"
+    )
     return 0
 
 
@@ -221,15 +264,49 @@ def parse_args(argv):
     pr.add_argument("--output", required=True)
     pr.set_defaults(func=cmd_prompt)
 
+    from omnivoice_rt.quality import DEFAULT_SPEAKER_MODEL
+
     ev = sub.add_parser(
         "eval",
         help="real-time factor (equivalence with PyTorch: python -m omnivoice_build.equivalence)",
     )
     common(ev)
-    ev.add_argument("--mode", choices=["rtf"], default="rtf")
-    ev.add_argument("--text", help="the text to speak")
-    ev.add_argument("--runs", type=int, default=3)
+    ev.add_argument(
+        "--mode",
+        choices=["rtf", "quality"],
+        default="rtf",
+        help="rtf: how fast; quality: each preset against the first (error rate of what a "
+        "recogniser hears, speaker similarity, duration, real-time factor)",
+    )
+    ev.add_argument("--text", help="the text to speak (rtf)")
+    ev.add_argument("--runs", type=int, default=3, help="(rtf)")
     ev.add_argument("--num-step", type=_steps, default="best", help="1-256 or a preset (rtf)")
+    ev.add_argument(
+        "--presets", default="best,balanced,fast,turbo", help="(quality) the first is the baseline"
+    )
+    ev.add_argument(
+        "--sentences",
+        help="(quality) a file, one LANGUAGE<TAB>TEXT per line (default: omnivoice_rt.quality's "
+        "sentences in six languages)",
+    )
+    ev.add_argument("--ref-audio", help="(quality) clone this voice; similarity is to it")
+    ev.add_argument("--ref-text", help="(quality) what the reference says")
+    ev.add_argument("--instruct", help="(quality) a voice-design instruct instead")
+    ev.add_argument("--seed", type=int, default=0, help="(quality)")
+    ev.add_argument(
+        "--asr-model",
+        default=os.environ.get("OMNIVOICE_ASR_MODEL"),
+        help="(quality) the recogniser: a Whisper folder or Hub repo in the onnx-community "
+        "layout (default onnx-community/whisper-base; a larger one, e.g. "
+        "onnx-community/whisper-large-v3-turbo, hears better)",
+    )
+    ev.add_argument(
+        "--speaker-model",
+        default=DEFAULT_SPEAKER_MODEL,
+        help="(quality) speaker embeddings: a local .onnx or REPO:FILE.onnx on the Hub, taking "
+        "the 16 kHz waveform or WeSpeaker's fbank features",
+    )
+    ev.add_argument("--output", default="quality", help="(quality) folder for the results")
     ev.set_defaults(func=cmd_eval)
 
     ins = sub.add_parser(
