@@ -238,7 +238,9 @@ def precision_line(service: Service, precision: str) -> str:
     if voice is not None:
         size = graphs_size(voice.root, voice.manifest.profile(precision).graphs)
         repaired = " The LLM was repaired to attend bidirectionally." if voice.repaired_llm else ""
-        return f"{title} Loaded, {size / 1e6:.0f} MB on disk: ready.{repaired}"
+        mode, why = voice.matmul
+        kernels = f" Its MatMulNBits multiply in {mode} ({why})." if "int" in (held or "") else ""
+        return f"{title} Loaded, {size / 1e6:.0f} MB on disk: ready.{repaired}{kernels}"
     if precision in service.models.activity:
         return f"{title} {service.models.activity[precision]}…"
     if precision in service.models.failures:

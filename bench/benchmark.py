@@ -2,7 +2,7 @@
 """Benchmark: our runtime against stock PyTorch ``OmniVoice.generate``, in one run, on one machine.
 
     python bench/benchmark.py --checkpoint FULL_CHECKPOINT --artifacts FULL_ARTIFACTS [--reps 3] [--cases auto,clone,long]
-        [--presets best,balanced,turbo]
+        [--presets best,balanced,turbo] [--published REPLICA] [--threads 1]
 
 Make the inputs with ``python -m omnivoice_build.fixtures --size full --output ckpt`` and
 ``python build_artifacts.py --model ckpt --output art --device cpu`` (and ``cpu_fp16``,
@@ -228,6 +228,18 @@ def main(argv=None) -> int:
         help="comma-separated presets of omnivoice_rt.request.PRESETS",
     )
     parser.add_argument(
+        "--published",
+        help="a replica of the published repo built from the same checkpoint (python -m "
+        "omnivoice_build.published --model FULL --output DIR): its int4/ and root (fp16 heads) "
+        "profiles run balanced and turbo, repaired as the Hub's would be",
+    )
+    parser.add_argument(
+        "--threads",
+        default="",
+        help="comma-separated thread counts besides the default (e.g. 1): int4 balanced and "
+        "turbo again with that many ONNX Runtime threads",
+    )
+    parser.add_argument(
         "--first-audio",
         action="store_true",
         help="time the long text's first streamed audio "
@@ -247,6 +259,15 @@ def main(argv=None) -> int:
     precisions = [p for p in args.precisions.split(",") if p in manifest.profiles]
     pytorch = OmniVoice.from_pretrained(args.checkpoint).eval()
     voices = {p: OmniVoiceONNX.load(args.artifacts, p) for p in precisions}
+    fewer = [p for p in args.presets.split(",") if p != "best"]  # the extra engines skip best
+    extra: dict = {}  # engine name -> (voice key, preset)
+    if args.published:
+        for precision in ("int4", "fp16"):  # the published int4/ and root profiles
+            voices[f"published {precision}"] = OmniVoiceONNX.load(args.published, precision)
+            extra.update({f"pub-{precision}/{p}": (f"published {precision}", p) for p in fewer})
+    for threads in [int(t) for t in args.threads.split(",") if t]:
+        voices[f"int4 {threads}t"] = OmniVoiceONNX.load(args.artifacts, "int4", threads=threads)
+        extra.update({f"int4/{p} {threads}t": (f"int4 {threads}t", p) for p in fewer})
     reference = write_reference(
         os.path.join(tempfile.mkdtemp(), "reference.wav"), seconds=5.3, rate=24000, channels=1
     )
@@ -260,6 +281,9 @@ def main(argv=None) -> int:
             )
         if "balanced" in args.presets.split(","):
             engines[f"{precision}@16"] = (precision, 16)
+    engines.update(extra)
+    for name, voice in voices.items():
+        print(f"{name}: MatMulNBits multiply in {voice.matmul[0]} ({voice.matmul[1]})")
     results: dict = {}
     for case_name in args.cases.split(","):
         case = CASES[case_name]
@@ -379,6 +403,14 @@ def main(argv=None) -> int:
         f"speedup_turbo_auto={turbo['auto']:.2f} speedup_turbo_clone={turbo['clone']:.2f} "
         f"rtf_turbo_auto={median_rtf('auto', 'int4/turbo'):.2f}"
     )
+    for engine in extra:  # each against int4 with the same preset, in this run
+        ours = engine.split("/")[1].split(" ")[0]
+        for case in ("auto", "clone"):
+            if median_rtf(case, engine):
+                print(
+                    f"{engine} {case}: rtf {median_rtf(case, engine):.2f}, "
+                    f"{median_rtf(case, 'int4/' + ours) / median_rtf(case, engine):.2f}x int4/{ours}'s speed"
+                )
     return 0
 
 

@@ -36,7 +36,8 @@ from omnivoice_rt.bidirectional import position_table
 from omnivoice_rt.errors import Cancelled
 from omnivoice_rt.forward import Backbone, GuidedForward
 from omnivoice_rt.limits import max_row
-from omnivoice_rt.manifest import Manifest
+from omnivoice_rt.manifest import Manifest, safe_join
+from omnivoice_rt.matmul import resolve as resolve_matmul
 from omnivoice_rt.plan import Piece, RowLimits, check_row, plan_pieces
 from omnivoice_rt.prompt import Prompt, TextTokenizer, build_prompt
 from omnivoice_rt.reference import encode_reference
@@ -68,6 +69,7 @@ class OmniVoiceONNX:
         self.root = root
         self.precision = precision
         self.repaired_llm: Path | None = None  # set when the folder's causal LLM was repaired
+        self.matmul = ("fp32", "asked for")  # how MatMulNBits multiplies, and why
         self.graphs = graphs
         self.codec = codec
         self.manifest = manifest
@@ -99,19 +101,31 @@ class OmniVoiceONNX:
         threads: int | None = None,
         verify: bool = False,
         download_progress: Callable[[float, str], None] | None = None,
+        matmul: str | None = None,
     ) -> OmniVoiceONNX:
         """Open every graph of ``precision`` (int4, fp16, fp32 or cuda).
 
         ``source`` is an artifact folder or a Hub repo id; None means ``$OMNIVOICE_REPO`` or
-        onnx-community/OmniVoice-Onnx (see :mod:`omnivoice_rt.hub`)."""
+        onnx-community/OmniVoice-Onnx (see :mod:`omnivoice_rt.hub`). ``matmul``: how the int4 and
+        int8 kernels multiply on the CPU, ``auto`` (the faster here, measured), ``fp32`` or
+        ``int8`` (None: ``$OMNIVOICE_MATMUL``, else auto; :mod:`omnivoice_rt.matmul`)."""
         from omnivoice_rt.hub import resolve_artifacts
 
         root, manifest, overrides = resolve_artifacts(source, precision, download_progress)
+        llm = overrides.get("llm_decoder") or safe_join(
+            root, manifest.profile(precision).graphs["llm_decoder"].file
+        )
+        mode, why = (
+            ("fp32", "not on the CPU")
+            if precision == "cuda"
+            else resolve_matmul(matmul, llm, threads)
+        )
         graphs, codec = load_graphs(
-            root, precision, providers, verify, threads, overrides, manifest
+            root, precision, providers, verify, threads, overrides, manifest, mode
         )
         voice = cls(root, precision, graphs, codec, manifest)
         voice.repaired_llm = overrides.get("llm_decoder")
+        voice.matmul = (mode, why)
         return voice
 
     @property

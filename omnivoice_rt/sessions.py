@@ -23,6 +23,7 @@ from omnivoice_rt.manifest import (
     safe_join,
     verify_files,
 )
+from omnivoice_rt.matmul import MODES as MATMUL_MODES
 from omnivoice_rt.signatures import CODEC_ROLES, Port, Signature, bind, ports_of_session
 
 logger = logging.getLogger(__name__)
@@ -80,22 +81,17 @@ def require_cuda(precision: str) -> None:
         )
 
 
-# ONNX Runtime session settings, with the evidence for each. mlas.qnbit.force_fp32: MatMulNBits
-# (the int4/int8 LLM and encoder) multiplies in fp32 instead of rounding its activations to int8
-# first; nothing is rounded that was not before, and on this project's 2-core CI machine (Intel
-# Xeon with AMX) the balanced preset ran 23% faster for auto voice and 27% for cloning (int4, full
-# fixture, alternating in one process; bench/benchmark.py, README "Performance").
-SESSION_CONFIG = {"mlas.qnbit.force_fp32": "1"}
-
-
-def open_session(path: Path, providers: list[str], threads: int | None = None):
+def open_session(
+    path: Path, providers: list[str], threads: int | None = None, matmul: str = "fp32"
+):
+    """An ONNX Runtime session; ``matmul``: how MatMulNBits multiplies (:mod:`omnivoice_rt.matmul`)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     if threads:
         options.intra_op_num_threads = threads
     options.log_severity_level = 3
-    for key, value in SESSION_CONFIG.items():
+    for key, value in MATMUL_MODES[matmul][0].items():
         options.add_session_config_entry(key, value)
     try:
         return ort.InferenceSession(str(path), sess_options=options, providers=providers)
@@ -106,8 +102,10 @@ def open_session(path: Path, providers: list[str], threads: int | None = None):
         ) from exc
 
 
-def open_graph(role: str, path: Path, providers: list[str], threads: int | None = None) -> Graph:
-    session = open_session(path, providers, threads)
+def open_graph(
+    role: str, path: Path, providers: list[str], threads: int | None = None, matmul: str = "fp32"
+) -> Graph:
+    session = open_session(path, providers, threads, matmul)
     inputs, outputs = ports_of_session(session)
     signature = bind(role, inputs, outputs, where=str(path))
     return Graph(role, path, session, signature, inputs, outputs)
@@ -164,10 +162,12 @@ def load_graphs(
     threads: int | None = None,
     overrides: dict[str, Path] | None = None,
     manifest: Manifest | None = None,
+    matmul: str = "fp32",
 ) -> tuple[dict[str, Graph], object]:
     """``(graphs, codec)``: the three main graphs of ``precision`` keyed by role, and the codec.
 
-    ``overrides`` maps a role to another file to load instead (a repaired LLM)."""
+    ``overrides`` maps a role to another file to load instead (a repaired LLM); ``matmul`` is how
+    their MatMulNBits multiply (``fp32`` or ``int8``, :mod:`omnivoice_rt.matmul`)."""
     root = Path(root)
     manifest = manifest or load_manifest(root)
     needed = manifest.files_of(precision)
@@ -186,7 +186,7 @@ def load_graphs(
     graphs = {}
     for role, spec in manifest.profile(precision).graphs.items():
         path = (overrides or {}).get(role) or safe_join(root, spec.file)
-        graphs[role] = open_graph(role, Path(path), providers, threads)
+        graphs[role] = open_graph(role, Path(path), providers, threads, matmul)
     llm = graphs["llm_decoder"].session
     if "CUDAExecutionProvider" not in llm.get_providers():
         check_bidirectional(llm, manifest.model.head_dim)

@@ -7,12 +7,16 @@ the upstream ``omnivoice`` PyTorch model loaded from the same checkpoint.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# MatMulNBits in fp32 everywhere, the servers and commands the tests start too: only that gives
+# the same numbers whatever the batch shape (tests/test_matmul.py tries the other modes).
+os.environ.setdefault("OMNIVOICE_MATMUL", "fp32")
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

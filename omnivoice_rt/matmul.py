@@ -1,0 +1,132 @@
+"""How MatMulNBits, the kernel of the int4 and int8 graphs, multiplies on this CPU.
+
+The graphs ask for accuracy level 4: each block of activations is rounded to int8 and multiplied
+with integer kernels (``int8``, fast where the CPU has VNNI or AMX). ONNX Runtime's session
+setting ``mlas.qnbit.force_fp32`` makes it dequantize the weights and multiply in fp32 instead
+(``fp32``), rounding nothing beyond the weights. Which is faster depends on the CPU (measured,
+docs/performance.md "MatMulNBits: fp32 or int8 activations"): on one Intel Xeon with AMX ``fp32``
+made ``balanced`` 23% faster, on a later one ``int8`` was faster at every call size (0.16 s
+against 0.28 s for 8 tokens of the full-size LLM, 2.11 against 2.31 s for 290), and on an AVX2-only
+AMD EPYC the int8 kernels are the slow ones. So ``auto`` (the default) times both on two
+MatMulNBits of the LLM's shape when a model loads (about 0.2 s), a small call and a large one,
+and takes ``int8`` only when it is at least ``MARGIN`` faster. ``OMNIVOICE_MATMUL=fp32`` or
+``int8`` (or ``OmniVoiceONNX.load(matmul=...)``) fixes it; the tests fix ``fp32``, since only that
+gives the same numbers whatever the batch shape.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+# mode: (session settings, what it does)
+MODES = {
+    "fp32": ({"mlas.qnbit.force_fp32": "1"}, "weights dequantized, multiplied in fp32"),
+    "int8": ({}, "activations rounded to int8 per block, as the graphs ask"),
+}
+CHOICES = ("auto", *MODES)
+MARGIN = 0.9  # int8 is taken when it needs at most this share of fp32's time
+SHAPES = ((16, 1024, 3072), (256, 1024, 3072))  # (M, K, N): a frame-cache call, a full row
+
+
+def resolve(requested: str | None, llm: Path, threads: int | None) -> tuple[str, str]:
+    """(mode, why) for a model whose LLM graph is ``llm``: ``requested`` (None: the
+    ``OMNIVOICE_MATMUL`` environment variable, else ``auto``) fixed, or measured here."""
+    requested = (requested or os.environ.get("OMNIVOICE_MATMUL") or "auto").strip().lower()
+    if requested not in CHOICES:
+        raise ValueError(
+            f"unknown MatMulNBits mode {requested!r} (OMNIVOICE_MATMUL or matmul=): use one of "
+            f"{', '.join(CHOICES)}"
+        )
+    if requested != "auto":
+        return requested, "asked for"
+    quantized = nbits(str(llm))
+    if quantized is None:
+        return "fp32", "the LLM has no MatMulNBits"
+    fp32, int8 = measure(*quantized, threads)
+    mode = "int8" if int8 <= MARGIN * fp32 else "fp32"
+    why = (
+        f"measured at load: int8 {int8 * 1e3:.1f} ms, fp32 {fp32 * 1e3:.1f} ms for MatMulNBits "
+        f"of {' and '.join(f'{m}x{k}x{n}' for m, k, n in SHAPES)}"
+    )
+    logger.info("MatMulNBits multiplies with %s (%s)", mode, why)
+    return mode, why
+
+
+@lru_cache(maxsize=8)
+def nbits(path: str) -> tuple[int, int] | None:
+    """(bits, block size) of a graph's first MatMulNBits, or None (external data left unread)."""
+    import onnx
+
+    for node in onnx.load(path, load_external_data=False).graph.node:
+        if node.op_type == "MatMulNBits":
+            attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            return int(attributes.get("bits", 4)), int(attributes["block_size"])
+    return None
+
+
+@lru_cache(maxsize=8)
+def measure(bits: int, block: int, threads: int | None, reps: int = 5) -> tuple[float, float]:
+    """Seconds (fp32, int8) for one pass over ``SHAPES``, the best of ``reps``, alternating."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(0)
+    sessions, feeds = {}, []
+    for i, (m, k, n) in enumerate(SHAPES):
+        blob = block * bits // 8
+        weight = rng.integers(0, 256, (n, k // block, blob), dtype=np.uint8)
+        scales = np.full(n * (k // block), 0.01, dtype=np.float32)
+        node = helper.make_node(
+            "MatMulNBits",
+            ["A", "B", "scales"],
+            ["Y"],
+            domain="com.microsoft",
+            K=k,
+            N=n,
+            bits=bits,
+            block_size=block,
+            accuracy_level=4,
+        )
+        graph = helper.make_graph(
+            [node],
+            "matmul",
+            [helper.make_tensor_value_info("A", TensorProto.FLOAT, [None, k])],
+            [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None, n])],
+            [
+                helper.make_tensor(
+                    "B", TensorProto.UINT8, weight.shape, weight.tobytes(), raw=True
+                ),
+                helper.make_tensor("scales", TensorProto.FLOAT, scales.shape, scales),
+            ],
+        )
+        model = helper.make_model(
+            graph,
+            opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+        )
+        model.ir_version = 9
+        for mode, (config, _) in MODES.items():
+            options = ort.SessionOptions()
+            if threads:
+                options.intra_op_num_threads = threads
+            for key, value in config.items():
+                options.add_session_config_entry(key, value)
+            sessions[mode, i] = ort.InferenceSession(
+                model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+            )
+        feeds.append({"A": rng.standard_normal((m, k)).astype(np.float32)})
+    best = {mode: float("inf") for mode in MODES}
+    for _ in range(reps + 1):  # the first pass warms up, and counts only if it is the best
+        for mode in MODES:
+            started = time.perf_counter()
+            for i, feed in enumerate(feeds):
+                sessions[mode, i].run(None, feed)
+            best[mode] = min(best[mode], time.perf_counter() - started)
+    return best["fp32"], best["int8"]

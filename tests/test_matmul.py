@@ -1,0 +1,43 @@
+"""How MatMulNBits multiplies (``omnivoice_rt.matmul``): fixed, or measured at load, and really
+applied to the sessions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from omnivoice_rt.matmul import MODES, resolve
+from omnivoice_rt.model import OmniVoiceONNX
+
+
+def test_a_mode_is_asked_for_or_measured(cpu_artifacts, fp32_artifacts, monkeypatch):
+    llm = cpu_artifacts / "int4" / "llm_decoder.onnx"
+    assert resolve("int8", llm, None) == ("int8", "asked for")
+    monkeypatch.setenv("OMNIVOICE_MATMUL", "INT8")
+    assert resolve(None, llm, None) == ("int8", "asked for")
+    monkeypatch.setenv("OMNIVOICE_MATMUL", "auto")
+    mode, why = resolve(None, llm, 2)
+    assert mode in MODES and why.startswith("measured at load: int8 "), why
+    assert resolve("auto", fp32_artifacts / "fp32" / "llm_decoder.onnx", None) == (
+        "fp32",
+        "the LLM has no MatMulNBits",
+    )
+    with pytest.raises(ValueError, match="use one of auto, fp32, int8"):
+        resolve("fast", llm, None)
+
+
+def test_int8_activations_reach_the_int4_kernels(cpu_artifacts):
+    """With int8, the int4 LLM rounds its activations: close to fp32's hidden states, not equal;
+    a synthesis runs through it."""
+    voices = {mode: OmniVoiceONNX.load(cpu_artifacts, "int4", matmul=mode) for mode in MODES}
+    assert {mode: voice.matmul[0] for mode, voice in voices.items()} == {m: m for m in MODES}
+    embeds = np.random.default_rng(0).standard_normal((1, 24, voices["fp32"].config.hidden_size))
+    hidden = {
+        mode: voice.backbone.llm(embeds.astype(voice.backbone.dtype))[0]
+        for mode, voice in voices.items()
+    }
+    # relative RMS difference (2.5% on the real-shaped fixture)
+    difference = np.linalg.norm(hidden["int8"] - hidden["fp32"]) / np.linalg.norm(hidden["fp32"])
+    assert 0 < difference < 0.1, difference
+    speech = voices["int8"].generate("Hello there.", seed=0, preset="turbo")
+    assert speech.seconds > 0 and np.isfinite(speech.waveform).all()
