@@ -234,6 +234,8 @@ def precision_line(service: Service, precision: str) -> str:
     title = f"**{precision}** ({profile.summary if profile else 'unknown'})" + (
         f": {held}." if held else "."
     )
+    if precision == service.models.default and service.models.default_reason != "asked for":
+        title += f" The server's default: {service.models.default_reason}."
     voice = service.models.loaded.get(precision)
     if voice is not None:
         size = graphs_size(voice.root, voice.manifest.profile(precision).graphs)
@@ -738,7 +740,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--precision",
         choices=list(PROFILES),
-        default=os.environ.get("OMNIVOICE_PRECISION", "int4"),
+        default=os.environ.get("OMNIVOICE_PRECISION") or None,
+        help="the default precision (default: int4, or fp16 where int4's heads are int4, as in "
+        "the published repo)",
     )
     parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
     parser.add_argument(

@@ -14,10 +14,17 @@ from pathlib import Path
 
 from omnivoice_rt.asr import Transcriber
 from omnivoice_rt.errors import ArtifactError
-from omnivoice_rt.hub import available_precisions, repo_of
-from omnivoice_rt.manifest import PROFILE_DIRS, GraphEntry, load_manifest
+from omnivoice_rt.hub import available_precisions, fetch, repo_of
+from omnivoice_rt.manifest import PROFILE_DIRS, GraphEntry, load_manifest, safe_join
 from omnivoice_rt.model import OmniVoiceONNX
-from omnivoice_rt.profiles import PROFILES, PUBLISHED, ROLE_NAMES, describe_weights, folder_file
+from omnivoice_rt.profiles import (
+    PROFILES,
+    PUBLISHED,
+    ROLE_NAMES,
+    describe_weights,
+    folder_file,
+    weights_of,
+)
 from omnivoice_rt.sessions import cuda_available
 
 logger = logging.getLogger(__name__)
@@ -36,6 +43,34 @@ def offered_precisions(source: str | None) -> list[str]:
     return [p for p in PROFILES if p in found]
 
 
+def default_precision(source: str | None, offered: list[str]) -> tuple[str, str]:
+    """The server's precision when none is asked for, and why: int4, the fastest, unless its heads
+    are int4 (the published repo's int4/: block-128 heads, which ports that listened on the real
+    weights found audibly worse) and fp16 is offered (there: fp16 heads and the same int4 LLM,
+    within 3% of int4's speed; docs/performance.md "The published profiles")."""
+    if "int4" not in offered:
+        return offered[0], "the first precision offered"
+    heads = heads_of(source, "int4")
+    if "fp16" in offered and heads.startswith("int4"):
+        return "fp16", f"int4's heads are {heads}; fp16's are fp16, beside the same int4 LLM"
+    return "int4", "the fastest"
+
+
+def heads_of(source: str | None, precision: str) -> str:
+    """What ``precision``'s heads graph holds (``fp32``, ``int4 (block 128)``), read from the graph
+    (of a Hub repo, the graphs are fetched without their weights); "" when that cannot be had."""
+    try:
+        repo = repo_of(source)
+        folder = (
+            Path(source).expanduser() if repo is None else fetch(repo, precision, graphs_only=True)
+        )
+        graphs = load_manifest(folder).profile(precision).graphs
+        return weights_of(safe_join(folder, graphs["audio_heads_decoder"].file))
+    except (ArtifactError, KeyError, OSError, ValueError) as exc:
+        logger.info("what the %s heads hold is unknown (%s)", precision, exc)
+        return ""
+
+
 class Models:
     """Each offered precision's ``OmniVoiceONNX``, loaded once and kept. ``activity`` says what a
     load under way is doing, ``failures`` why the last one failed (for the page)."""
@@ -44,12 +79,16 @@ class Models:
         self,
         source: str | None,
         offered: list[str] | None = None,
-        default: str = "int4",
+        default: str | None = None,
         threads: int | None = None,
     ):
         self.source, self.threads = source, threads
         self.offered = offered or list(PROFILES)
-        self.default = default if default in self.offered else self.offered[0]
+        if default in self.offered:
+            self.default, self.default_reason = default, "asked for"
+        else:  # not asked for (None), or not offered
+            self.default, self.default_reason = default_precision(source, self.offered)
+        logger.info("default precision %s (%s)", self.default, self.default_reason)
         self.loaded: dict[str, OmniVoiceONNX] = {}
         self.activity: dict[str, str] = {}
         self.failures: dict[str, str] = {}

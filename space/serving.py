@@ -53,7 +53,7 @@ PROMPT_CACHE_SIZE = 16
 class Config:
     # artifact folder or Hub repo; None: $OMNIVOICE_REPO or the default repo
     source: str | None = None
-    precision: str = "int4"
+    precision: str | None = None  # None: int4, or fp16 where int4's heads are int4 (Models)
     threads: int | None = None
     preload: bool = False  # load the default precision in the background as the server starts
     concurrency: int = 1  # syntheses at once; loads and downloads do not take a slot

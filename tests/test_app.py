@@ -208,3 +208,10 @@ def test_precision_line_tells_what_is_on_disk(cpu_artifacts, published_int4, tmp
     # What the graphs hold, not what our own builds of a profile hold: the published int4 heads.
     published = Service(Config(str(published_int4), "int4"))
     assert "heads int4 (block 128)" in precision_line(published, "int4")
+    # Not asked for a precision: int4 where its heads are not int4, else fp16, saying why.
+    ours = Service(Config(str(cpu_artifacts)))
+    assert (ours.models.default, ours.models.default_reason) == ("int4", "the fastest")
+    assert "The server's default: the fastest." in precision_line(ours, "int4")
+    published = Service(Config(str(published_int4)))
+    assert published.models.default == "fp16"
+    assert published.models.default_reason.startswith("int4's heads are int4 (block 128)")

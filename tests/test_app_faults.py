@@ -81,6 +81,35 @@ def wait_for(condition, timeout: float = 120.0, what: str = "") -> None:
         time.sleep(0.2)
 
 
+def test_where_int4_heads_are_int4_the_space_defaults_to_fp16(published_int4, tmp_path):
+    """The default repo as published (int4/ has int4 heads, block 128): the server reads int4's
+    graphs without their weights, then preloads fp16 (fp16 heads, the same int4 LLM), which is the
+    API's default and what a request that names no precision gets; the page says why; int4's
+    weights are not downloaded."""
+    hub = HubServer(published_int4, DEFAULT_REPO).start()
+    env = {k: v for k, v in hub_env(hub.endpoint, tmp_path / "hf").items() if k != "OMNIVOICE_REPO"}
+    log = tmp_path / "app.log"
+    try:
+        with running_app([], log, **env) as url:
+            wait_for(lambda: "loaded fp16" in log.read_text(), what="the fp16 preload")
+            assert "int4/audio_heads_decoder.onnx" in hub.file_requests()
+            client = Client(url, verbose=False)
+            info = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+            precision = next(
+                p for p in info["/synthesize"]["parameters"] if p["parameter_name"] == "precision"
+            )
+            assert precision["parameter_default"] == "fp16"
+            _, line = client.predict("Hello.", seed=1, randomize_seed=False, api_name="/synthesize")
+            assert "fp16" in line
+            page = httpx.get(f"{url}/config").text
+            assert "The server's default: int4's heads are int4 (block 128)" in page
+            assert not any(
+                r.startswith("int4/") and r.endswith(".data") for r in hub.file_requests()
+            )
+    finally:
+        hub.stop()
+
+
 def test_space_on_the_published_repo_starts_ready_and_offers_what_it_has(published, tmp_path):
     """The default repo (a replica of it), no OMNIVOICE_REPO: int4 is fetched, repaired and loaded
     as the server starts, before any request; the selector offers the repo's two profiles; a

@@ -17,7 +17,7 @@ def test_a_mode_is_asked_for_or_measured(cpu_artifacts, fp32_artifacts, monkeypa
     assert resolve(None, llm, None) == ("int8", "asked for")
     monkeypatch.setenv("OMNIVOICE_MATMUL", "auto")
     mode, why = resolve(None, llm, 2)
-    assert mode in MODES and why.startswith("measured at load: int8 "), why
+    assert mode in MODES and why.startswith("measured at load, int8/fp32 time: "), why
     assert resolve("auto", fp32_artifacts / "fp32" / "llm_decoder.onnx", None) == (
         "fp32",
         "the LLM has no MatMulNBits",
