@@ -147,7 +147,11 @@ def eval_quality(args) -> int:
         except ValueError:  # nothing recognised
             return ""
 
-    speaker = quality.SpeakerEncoder.load(args.speaker_model, args.threads)
+    speaker = (
+        None
+        if args.speaker_model.lower() == "none"
+        else quality.SpeakerEncoder.load(args.speaker_model, args.threads)
+    )
     output = Path(args.output)
     options = {"ref_audio": args.ref_audio, "ref_text": args.ref_text} if args.ref_audio else {}
     if args.instruct:
@@ -304,7 +308,7 @@ def parse_args(argv):
         "--speaker-model",
         default=DEFAULT_SPEAKER_MODEL,
         help="(quality) speaker embeddings: a local .onnx or REPO:FILE.onnx on the Hub, taking "
-        "the 16 kHz waveform or WeSpeaker's fbank features",
+        "the 16 kHz waveform or WeSpeaker's fbank features; none: no similarity",
     )
     ev.add_argument("--output", default="quality", help="(quality) folder for the results")
     ev.set_defaults(func=cmd_eval)

@@ -23,7 +23,7 @@ from omnivoice_rt import audio as audio_ops
 from omnivoice_rt.errors import ArtifactError
 from omnivoice_rt.hub import Progress, download
 from omnivoice_rt.limits import MAX_REFERENCE_S
-from omnivoice_rt.text import resolve_language
+from omnivoice_rt.text import TAG_ALIASES, resolve_language
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +135,9 @@ class Transcriber:
                 f"the reference is {seconds:.1f} s long; transcription takes at most "
                 f"{MAX_REFERENCE_S:.0f} s: use 3-10 s of speech"
             )
-        code = language if language in self.languages else None
+        # Whisper's codes are two-letter where one exists: Standard Arabic (arb) is its "ar"
+        two_letter = {code: tag for tag, code in TAG_ALIASES.items() if len(code) == 3}
+        code = next((c for c in (language, two_letter.get(language)) if c in self.languages), None)
         if language and code is None:
             logger.info(
                 "Whisper does not know language %r; it detects the language itself", language

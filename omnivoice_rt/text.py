@@ -46,8 +46,26 @@ def language_display_name(name: str) -> str:
     return _LANGUAGES["display_exceptions"].get(name, name.title())
 
 
+# Two-letter tags (ISO 639-1) of languages OmniVoice knows only by an ISO 639-3 code, and the
+# deprecated ones some clients still send; every other two-letter tag is one of its codes or none.
+TAG_ALIASES = {
+    "ar": "arb",  # Standard Arabic
+    "ku": "kmr",  # Northern Kurdish (Kurmanji)
+    "mg": "plt",  # Plateau Malagasy
+    "ne": "npi",  # Nepali
+    "or": "ory",  # Odia
+    "tl": "fil",  # Tagalog: Filipino
+    "iw": "he",
+    "in": "id",
+    "ji": "yi",
+}
+# A BCP-47 tag as browsers, Home Assistant and OpenAI clients send it: en-US, pt_BR, zh-Hant-TW.
+LANGUAGE_TAG = re.compile(r"([A-Za-z]{2,3})(?:[-_][A-Za-z0-9]{1,8})*")
+
+
 def resolve_language(language: str | None) -> str | None:
-    """A language code from a code or a name (any case); None for None, "" or "None"."""
+    """A language code from a code or a name (any case), or a BCP-47 tag by its primary subtag
+    (``en-US`` -> ``en``, ``ar`` -> ``arb``); None for None, "" or "None"."""
     if language is not None:
         check_string(language, "the language (a name or code such as 'en')")
     if language is None or not language.strip() or language.strip().lower() == "none":
@@ -57,6 +75,12 @@ def resolve_language(language: str | None) -> str | None:
         return language
     if language.lower() in LANG_NAME_TO_ID:
         return LANG_NAME_TO_ID[language.lower()]
+    tag = LANGUAGE_TAG.fullmatch(language)
+    if tag:
+        primary = tag.group(1).lower()
+        primary = TAG_ALIASES.get(primary, primary)
+        if primary in LANG_IDS:
+            return primary
     close = difflib.get_close_matches(language.lower(), list(LANG_NAME_TO_ID), n=1, cutoff=0.75)
     hint = f" Did you mean '{language_display_name(close[0])}'?" if close else ""
     raise ValueError(

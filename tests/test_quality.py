@@ -164,6 +164,22 @@ def test_the_quality_command_end_to_end(cpu_artifacts, tiny_whisper, resemblyzer
     assert "turbo" in (out / "quality.svg").read_text()
     assert sf.info(out / "turbo" / "2.wav").duration > 0
 
+    alone = tmp_path / "alone"
+    result = run_quality(
+        *common,
+        "--presets",
+        "fast",
+        "--sentences",
+        str(sentences),
+        "--speaker-model",
+        "none",
+        "--output",
+        str(alone),
+    )
+    assert result.returncode == 0, result.stderr
+    (row,) = json.loads((alone / "quality.json").read_text())["summary"]
+    assert row["similarity"] is None and row["duration"] == 1.0 and "| fast |" in result.stdout
+
     refused = run_quality(*common, "--presets", "best,quick", "--output", str(out))
     assert refused.returncode == 2
     assert refused.stderr.strip() == (

@@ -35,6 +35,35 @@ def test_language_tables_equal_upstream():
 
 
 @pytest.mark.parametrize(
+    "tag,code",
+    [
+        ("en-US", "en"),
+        ("pt_BR", "pt"),
+        ("zh-Hant-TW", "zh"),
+        ("yue-HK", "yue"),
+        ("EN", "en"),
+        ("ar", "arb"),
+        ("ar-EG", "arb"),
+        ("ne-NP", "npi"),
+        ("tl", "fil"),
+        ("iw-IL", "he"),
+        ("fil-PH", "fil"),
+    ],
+)
+def test_language_tags_resolve_by_their_primary_subtag(tag, code):
+    from omnivoice_rt.request import Request
+
+    assert text.resolve_language(tag) == code
+    assert Request.from_options({"text": "Hi.", "language": tag}).language == code  # every door
+
+
+@pytest.mark.parametrize("tag", ["xx-YY", "en-", "english-US", "q"])
+def test_a_tag_that_matches_nothing_is_an_unknown_language(tag):
+    with pytest.raises(ValueError, match=f"Unknown language '{tag}'"):
+        text.resolve_language(tag)
+
+
+@pytest.mark.parametrize(
     "instruct,use_zh",
     [
         ("female, low pitch, british accent", False),
