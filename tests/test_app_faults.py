@@ -21,15 +21,17 @@ from tests.test_app import FIXED
 REPO = "test-org/OmniVoice-Onnx"
 
 
-def hub_env(endpoint: str, hf_home) -> dict:
-    return {
+def hub_env(endpoint: str, hf_home, repo: str | None = REPO) -> dict:
+    """The environment of an app on the loopback Hub; ``repo`` None: no OMNIVOICE_REPO (the
+    default repo, as a Space starts)."""
+    env = {
         "HF_ENDPOINT": endpoint,
         "HF_HOME": str(hf_home),
-        "OMNIVOICE_REPO": REPO,
         "HF_HUB_DISABLE_XET": "1",
         "HF_HUB_ETAG_TIMEOUT": "5",
         "HF_HUB_DOWNLOAD_TIMEOUT": "10",
     }
+    return env if repo is None else {**env, "OMNIVOICE_REPO": repo}
 
 
 def test_hub_down_at_start_then_back(published, tmp_path):
@@ -87,7 +89,7 @@ def test_where_int4_heads_are_int4_the_space_defaults_to_fp16(published_int4, tm
     API's default and what a request that names no precision gets; the page says why; int4's
     weights are not downloaded."""
     hub = HubServer(published_int4, DEFAULT_REPO).start()
-    env = {k: v for k, v in hub_env(hub.endpoint, tmp_path / "hf").items() if k != "OMNIVOICE_REPO"}
+    env = hub_env(hub.endpoint, tmp_path / "hf", repo=None)
     log = tmp_path / "app.log"
     try:
         with running_app([], log, **env) as url:
@@ -116,7 +118,7 @@ def test_space_on_the_published_repo_starts_ready_and_offers_what_it_has(publish
     request for the loaded int4 runs while fp16 is still downloading."""
     hub = HubServer(published, DEFAULT_REPO).start()
     hub.delays["llm_decoder.onnx.data"] = 8.0  # the root (fp16) LLM downloads slowly
-    env = {k: v for k, v in hub_env(hub.endpoint, tmp_path / "hf").items() if k != "OMNIVOICE_REPO"}
+    env = hub_env(hub.endpoint, tmp_path / "hf", repo=None)
     log = tmp_path / "app.log"
     try:
         with running_app([], log, **env) as url:
