@@ -403,13 +403,12 @@ def main(argv=None) -> int:
         f"speedup_turbo_auto={turbo['auto']:.2f} speedup_turbo_clone={turbo['clone']:.2f} "
         f"rtf_turbo_auto={median_rtf('auto', 'int4/turbo'):.2f}"
     )
-    for engine in extra:  # each against int4 with the same preset, in this run
-        ours = engine.split("/")[1].split(" ")[0]
+    for engine, (_, preset) in extra.items():  # each against int4 with the same preset, in this run
         for case in ("auto", "clone"):
             if median_rtf(case, engine):
                 print(
                     f"{engine} {case}: rtf {median_rtf(case, engine):.2f}, "
-                    f"{median_rtf(case, 'int4/' + ours) / median_rtf(case, engine):.2f}x int4/{ours}'s speed"
+                    f"{median_rtf(case, 'int4/' + preset) / median_rtf(case, engine):.2f}x int4/{preset}'s speed"
                 )
     return 0
 

@@ -44,6 +44,10 @@ ASR_FILES = [
 QUANTIZATIONS = {"int8": ["int8", "quantized", "uint8"], "fp32": [""]}
 
 
+# Whisper's codes are two-letter where one exists: Standard Arabic (arb) is its "ar".
+WHISPER_CODES = {code: tag for tag, code in TAG_ALIASES.items() if len(code) == 3}
+
+
 def asr_source() -> str:
     return os.environ.get("OMNIVOICE_ASR_MODEL") or DEFAULT_ASR_MODEL
 
@@ -135,9 +139,9 @@ class Transcriber:
                 f"the reference is {seconds:.1f} s long; transcription takes at most "
                 f"{MAX_REFERENCE_S:.0f} s: use 3-10 s of speech"
             )
-        # Whisper's codes are two-letter where one exists: Standard Arabic (arb) is its "ar"
-        two_letter = {code: tag for tag, code in TAG_ALIASES.items() if len(code) == 3}
-        code = next((c for c in (language, two_letter.get(language)) if c in self.languages), None)
+        code = next(
+            (c for c in (language, WHISPER_CODES.get(language)) if c in self.languages), None
+        )
         if language and code is None:
             logger.info(
                 "Whisper does not know language %r; it detects the language itself", language

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from omnivoice_rt.profiles import block_quantization
+
 logger = logging.getLogger(__name__)
 
 # mode: (session settings, what it does)
@@ -71,11 +73,7 @@ def nbits(path: str) -> tuple[int, int] | None:
     """(bits, block size) of a graph's first MatMulNBits, or None (external data left unread)."""
     import onnx
 
-    for node in onnx.load(path, load_external_data=False).graph.node:
-        if node.op_type == "MatMulNBits":
-            attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-            return int(attributes.get("bits", 4)), int(attributes["block_size"])
-    return None
+    return block_quantization(onnx.load(path, load_external_data=False), ("MatMulNBits",))
 
 
 @lru_cache(maxsize=8)

@@ -36,7 +36,7 @@ from omnivoice_rt.bidirectional import position_table
 from omnivoice_rt.errors import Cancelled
 from omnivoice_rt.forward import Backbone, GuidedForward
 from omnivoice_rt.limits import max_row
-from omnivoice_rt.manifest import Manifest, safe_join
+from omnivoice_rt.manifest import Manifest
 from omnivoice_rt.matmul import resolve as resolve_matmul
 from omnivoice_rt.plan import Piece, RowLimits, check_row, plan_pieces
 from omnivoice_rt.prompt import Prompt, TextTokenizer, build_prompt
@@ -50,7 +50,7 @@ from omnivoice_rt.request import (
     check_text,  # noqa: F401
     options_signature,
 )
-from omnivoice_rt.sessions import load_graphs
+from omnivoice_rt.sessions import graph_path, load_graphs
 from omnivoice_rt.speech import Speech
 from omnivoice_rt.unmask import unmask
 from omnivoice_rt.voice_prompt import VoicePrompt
@@ -112,9 +112,7 @@ class OmniVoiceONNX:
         from omnivoice_rt.hub import resolve_artifacts
 
         root, manifest, overrides = resolve_artifacts(source, precision, download_progress)
-        llm = overrides.get("llm_decoder") or safe_join(
-            root, manifest.profile(precision).graphs["llm_decoder"].file
-        )
+        llm = graph_path(root, manifest, precision, "llm_decoder", overrides)
         mode, why = (
             ("fp32", "not on the CPU")
             if precision == "cuda"

@@ -59,6 +59,19 @@ ROLE_NAMES = {
 }
 
 
+def block_quantization(
+    model, ops: tuple[str, ...] = ("MatMulNBits", "GatherBlockQuantized")
+) -> tuple[int, int | None] | None:
+    """(bits, block size) of the first node of ``ops`` in an ONNX model, or None."""
+    import onnx
+
+    for node in model.graph.node:
+        if node.op_type in ops:
+            attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            return int(attributes.get("bits", 4)), attributes.get("block_size")
+    return None
+
+
 @lru_cache(maxsize=64)
 def weights_of(path: str | Path) -> str:
     """What a graph's weights are, from its nodes and initializers (external data left unread):
@@ -67,12 +80,9 @@ def weights_of(path: str | Path) -> str:
     import onnx
 
     model = onnx.load(str(path), load_external_data=False)
-    quantized = [
-        node for node in model.graph.node if node.op_type in ("MatMulNBits", "GatherBlockQuantized")
-    ]
+    quantized = block_quantization(model)
     if quantized:
-        attributes = {a.name: onnx.helper.get_attribute_value(a) for a in quantized[0].attribute}
-        bits, block = attributes.get("bits", 4), attributes.get("block_size")
+        bits, block = quantized
         return f"int{bits}" + (f" (block {block})" if block else "")
     if any(
         n.op_type in ("MatMulInteger", "QLinearMatMul", "DynamicQuantizeMatMul")

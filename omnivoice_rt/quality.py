@@ -195,19 +195,25 @@ def evaluate(
     import soundfile as sf
 
     samples = []
+    reference = options.get("ref_audio")
+    if speaker is not None and reference is not None:
+        reference = speaker.embed(reference)  # once: every sample is held against it
     for n, (language, text) in enumerate(sentences):
-        made = {}
+        against = reference  # else the first preset's audio of this sentence
         for preset in presets:
             started = time.perf_counter()
             speech = voice.generate(text, language=language, preset=preset, seed=seed, **options)
             took = time.perf_counter() - started
-            made[preset] = audio = (speech.waveform, speech.sample_rate)
+            audio = (speech.waveform, speech.sample_rate)
             if output is not None:
                 (output / preset).mkdir(parents=True, exist_ok=True)
                 sf.write(output / preset / f"{n}.wav", *audio)
             heard = hear(audio, language)
-            against = options.get("ref_audio") or made[presets[0]]
-            similarity = speaker.similarity(against, audio) if speaker is not None else None
+            similarity = None
+            if speaker is not None:
+                embedding = speaker.embed(audio)
+                against = embedding if against is None else against
+                similarity = float(against @ embedding)
             samples.append(
                 Sample(
                     preset,

@@ -154,6 +154,19 @@ def open_codec(
     return load_codec(root, main, codebooks, providers, threads)
 
 
+def graph_path(
+    root: Path,
+    manifest: Manifest,
+    precision: str,
+    role: str,
+    overrides: dict[str, Path] | None = None,
+) -> Path:
+    """Where ``precision``'s ``role`` graph loads from: its override (a repaired LLM), else the
+    manifest's file."""
+    override = (overrides or {}).get(role)
+    return Path(override or safe_join(root, manifest.profile(precision).graphs[role].file))
+
+
 def load_graphs(
     root: str | Path,
     precision: str = "int4",
@@ -184,9 +197,9 @@ def load_graphs(
     require_cuda(precision)
     providers = providers or default_providers(precision)
     graphs = {}
-    for role, spec in manifest.profile(precision).graphs.items():
-        path = (overrides or {}).get(role) or safe_join(root, spec.file)
-        graphs[role] = open_graph(role, Path(path), providers, threads, matmul)
+    for role in manifest.profile(precision).graphs:
+        path = graph_path(root, manifest, precision, role, overrides)
+        graphs[role] = open_graph(role, path, providers, threads, matmul)
     llm = graphs["llm_decoder"].session
     if "CUDAExecutionProvider" not in llm.get_providers():
         check_bidirectional(llm, manifest.model.head_dim)
