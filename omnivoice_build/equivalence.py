@@ -35,6 +35,21 @@ CASES = [
     ("non-verbal tag", {"text": "Hello [laughter] there."}),
     ("voice clone", {"text": "Hello world, this is a test.", "ref_text": "This is my voice."}),
     ("chunked", {"text": LONG_TEXT}),
+    # upstream's normalize_text: English and Chinese by WeTextProcessing, German by num2words;
+    # the target text only (the reference's transcript stays as written)
+    (
+        "normalized en",
+        {"text": "I paid $12.50 for 3 apples on Jan. 5, 2024.", "normalize_text": True},
+    ),
+    (
+        "normalized zh",
+        {"text": "我花了12.5元，2024年1月5日。", "language": "zh", "normalize_text": True},
+    ),
+    ("normalized de", {"text": "Ich habe 25 Äpfel.", "language": "de", "normalize_text": True}),
+    (
+        "normalized clone",
+        {"text": "See you at 5 pm.", "ref_text": "I was born in 1990.", "normalize_text": True},
+    ),
 ]
 
 

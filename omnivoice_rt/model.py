@@ -252,7 +252,7 @@ class OmniVoiceONNX:
 
         piece_seconds = SENTENCE_SECONDS if sentences else None
         plan = plan_pieces(
-            request.text,
+            request.spoken_text,
             ref_text,
             ref_frames,
             request.duration,
@@ -274,6 +274,7 @@ class OmniVoiceONNX:
             steps=_StepCounter(progress, settings.num_step * len(plan), should_stop),
             started=started,
             timings={},
+            normalized_text=request.spoken_text if request.normalized else None,
         )
 
     def _unmask(self, request: _Job) -> Iterator[tuple[Piece, np.ndarray]]:
@@ -324,6 +325,8 @@ class OmniVoiceONNX:
             },
             "rtf": total / max(speech.seconds, 1e-9),
         }
+        if request.normalized_text is not None:
+            speech.metadata["normalized_text"] = request.normalized_text
         return speech
 
     def _post_process(
@@ -373,6 +376,7 @@ class _Job:
     steps: _StepCounter
     started: float
     timings: dict[str, float]  # seconds in each graph so far
+    normalized_text: str | None = None  # what the model read, where normalization changed the text
 
 
 class _StepCounter:

@@ -15,10 +15,11 @@ and 12 matched it in a 48-sentence test (8 did not); a prompt K/V cache refreshe
 kept the character error rate and cost 0.01-0.02 speaker similarity; reusing the unconditional
 log-probabilities for 3 steps changed no metric (omnivoice-mlx, omnivoice-fastpath).
 
-Defaults, one rule: the library makes ``best``, upstream's own generation, as upstream's
-``generate`` does (``LIBRARY_PRESET``); every tool and door built on it (the CLI, batch, the
-page, gradio_client, MCP, the OpenAI door) makes ``balanced``, twice as fast on a CPU
-(``DOOR_PRESET``).
+Defaults, one rule: the library does what upstream's ``generate`` does, ``best`` and the text
+as written (``LIBRARY_PRESET``, ``normalize_text=False``); every tool and door built on it (the
+CLI, batch, the page, gradio_client, MCP, the OpenAI door) makes ``balanced``, twice as fast on a
+CPU, and reads numbers, dates and money as words (``DOOR_PRESET``, ``DOOR_NORMALIZE_TEXT``), as
+OpenAI's speech API does and upstream's README recommends for digits.
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ import inspect
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
 
 import numpy as np
 
+from omnivoice_rt import normalize
 from omnivoice_rt.limits import MAX_DURATION_S, MAX_SPEED, MAX_STEPS, MAX_TEXT_CHARS, MIN_SPEED
 from omnivoice_rt.text import ZH_RE, check_string, resolve_instruct, resolve_language
 from omnivoice_rt.unmask import UnmaskSettings
@@ -49,6 +52,7 @@ PRESETS = {
 EXPERIMENTAL = ("turbo",)  # presets every door labels experimental
 LIBRARY_PRESET = "best"  # OmniVoiceONNX.generate and stream
 DOOR_PRESET = "balanced"  # the CLI, batch, the page, gradio_client, MCP, the OpenAI door
+DOOR_NORMALIZE_TEXT = True  # the same doors; the library: False, as upstream
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,11 @@ OPTIONS: dict[str, tuple[tuple[type, ...], str]] = {
     "duration": ((int, float), "the speech's length in seconds; none: estimated from the text"),
     "speed": ((int, float), "speaking rate, 1.0 normal (0.1 to 10)"),
     "seed": ((int,), "random seed: the same seed and settings give the same audio"),
+    "normalize_text": (
+        (bool,),
+        "read numbers, dates, times and money as words, as upstream's normalize_text (the "
+        "library: false; the doors: true)",
+    ),
     "preset": (
         (str,),
         "a bundle of settings: "
@@ -166,9 +175,10 @@ FILE_OPTIONS = ("ref_audio", "voice_prompt")
 
 @dataclass(frozen=True)
 class Request:
-    """Everything one synthesis needs, checked when made: the text (control characters removed),
-    the language as a code, the instruct normalised, the voice (auto, designed, a reference and
-    its transcript, or a saved voice prompt) and the settings, a preset expanded.
+    """Everything one synthesis needs, checked when made: the text (control characters removed)
+    and what the model reads (``spoken_text``: with ``normalize_text``, numbers and dates in
+    words), the language as a code, the instruct normalised, the voice (auto, designed, a
+    reference and its transcript, or a saved voice prompt) and the settings, a preset expanded.
 
     ``ref_audio`` may be a path, bytes or (samples, sample_rate); ``voice_prompt`` a path or a
     :class:`~omnivoice_rt.voice_prompt.VoicePrompt`."""
@@ -182,10 +192,16 @@ class Request:
     duration: float | None = None
     speed: float | None = None
     seed: int | None = None
+    normalize_text: bool = False
     settings: GenerationSettings = field(default_factory=GenerationSettings)
+    spoken_text: str = field(init=False, default="")
 
     def __post_init__(self) -> None:
         text = check_text(self.text)
+        if not isinstance(self.normalize_text, (bool, np.bool_)):
+            raise ValueError(
+                f"normalize_text must be true or false, got {_shown(self.normalize_text)}"
+            )
         if self.ref_text is not None:
             check_string(self.ref_text, "ref_text (the reference's transcript)")
         if self.duration is not None and not (
@@ -205,16 +221,28 @@ class Request:
         if self.ref_text and self.ref_audio is None and self.voice_prompt is None:
             raise ValueError("ref_text was given without ref_audio or a voice prompt")
         self.settings.validate()
+        language = resolve_language(self.language)
+        # as upstream: the target text only, before the instruct's language and the durations
+        spoken = _normalized(text, language) if self.normalize_text else text
         object.__setattr__(self, "text", text)
-        object.__setattr__(self, "language", resolve_language(self.language))
-        instruct = resolve_instruct(self.instruct, use_zh=bool(ZH_RE.search(text)))
+        object.__setattr__(self, "spoken_text", spoken)
+        object.__setattr__(self, "language", language)
+        instruct = resolve_instruct(self.instruct, use_zh=bool(ZH_RE.search(spoken)))
         object.__setattr__(self, "instruct", instruct)
 
+    @property
+    def normalized(self) -> bool:
+        """Whether normalization changed the text (``spoken_text`` is then what the model read)."""
+        return self.spoken_text != self.text
+
     @classmethod
-    def from_options(cls, options: Mapping, preset: str = LIBRARY_PRESET) -> Request:
-        """A request from ``OPTIONS``' names and JSON values (None: not given). ``preset`` is the
-        door's default; an option ``preset`` replaces it, and options of the settings override
-        it (``num_step`` may name a preset too, the older spelling of ``preset``)."""
+    def from_options(
+        cls, options: Mapping, preset: str = LIBRARY_PRESET, normalize_text: bool = False
+    ) -> Request:
+        """A request from ``OPTIONS``' names and JSON values (None: not given). ``preset`` and
+        ``normalize_text`` are the door's defaults; an option ``preset`` replaces it, and options
+        of the settings override it (``num_step`` may name a preset too, the older spelling of
+        ``preset``)."""
         unknown = sorted(set(options) - set(OPTIONS))
         if unknown:
             raise ValueError(
@@ -236,6 +264,7 @@ class Request:
         settings = GenerationSettings.preset(
             name, **{k: given.pop(k) for k in list(given) if k in SETTINGS}
         )
+        given.setdefault("normalize_text", normalize_text)
         return cls(**given, settings=settings)
 
     def with_prompt(self, voice_prompt) -> Request:
@@ -252,24 +281,34 @@ class Request:
             "duration": self.duration,
             "speed": self.speed,
             "seed": self.seed,
+            "normalize_text": self.normalize_text,
         }
         settings = {k: getattr(self.settings, k) for k in OPTIONS if k in SETTINGS}
         return {k: v for k, v in {**plain, **settings}.items() if v is not None}
 
 
-def check_text(text) -> str:
-    """The text to speak, control characters removed; ``ValueError`` when nothing is left to say."""
+def check_text(text, normalized: bool = False) -> str:
+    """The text to speak, control characters removed; ``ValueError`` when nothing is left to say
+    (``normalized``: the text as normalization left it)."""
     text = check_string(text, "text")
+    read = " with its numbers read as words" if normalized else ""
     text = "".join(c for c in text if unicodedata.category(c) != "Cc" or c in "\n\t")
-    if not text.strip():
+    if not text.strip() and not normalized:
         raise ValueError("text is empty: type something to say")
     if len(text) > MAX_TEXT_CHARS:
         raise ValueError(
-            f"text is {len(text)} characters long; the limit is {MAX_TEXT_CHARS}. Split it into parts."
+            f"text is {len(text)} characters long{read}; the limit is {MAX_TEXT_CHARS}. Split it into parts."
         )
     if not any(unicodedata.category(c)[0] in "LN" for c in text):
         raise ValueError("text has no letters or digits to speak (only punctuation or symbols)")
     return text
+
+
+@lru_cache(maxsize=32)  # a request remade with its encoded reference is not normalized twice
+def _normalized(text: str, language: str | None) -> str:
+    """``text`` normalized (numbers, dates and money in words), checked again as ``check_text``:
+    normalization cannot make it too long or unspeakable unseen."""
+    return check_text(normalize.normalize_text(text, language), normalized=True)
 
 
 def options_signature(function):
