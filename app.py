@@ -22,6 +22,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,6 +30,7 @@ from pathlib import Path
 import gradio as gr
 import numpy as np
 
+from omnivoice_rt import normalize
 from omnivoice_rt.errors import REPORTED, Cancelled
 from omnivoice_rt.formats import pcm16
 from omnivoice_rt.limits import MAX_STEPS, MAX_UPLOAD, MAX_WAITING
@@ -97,11 +99,24 @@ def language_arg(language) -> str | None:
 def result_line(speech: Speech, seed: int, reused: bool = False) -> str:
     meta = speech.metadata
     reference = "; the reference's encoding was reused" if reused else ""
+    normalized = "; numbers and dates read as words" if "normalized_text" in meta else ""
     return (
         f"{meta['seconds']:.2f} s of audio in {meta['timings']['total']:.2f} s "
         f"(real-time factor {meta['rtf']:.2f}), {meta['precision']}, {meta['steps']} steps, seed {seed}"
-        f"{reference}"
+        f"{reference}{normalized}"
     )
+
+
+def read_as(speech: Speech) -> str:
+    """For the page, under the result line: the text as the model read it, when normalization
+    changed it (Markdown's characters escaped)."""
+    text = speech.metadata.get("normalized_text")
+    if text is None:
+        return ""
+    return "\n\nRead as: " + "".join("\\" + c if c in MARKDOWN_CHARS else c for c in text)
+
+
+MARKDOWN_CHARS = frozenset("\\`*_{}[]()<>#+-.!|~")
 
 
 def refused(message: str, visible: bool = True) -> gr.Error:
@@ -177,6 +192,7 @@ def page_request(fields: dict) -> Request:
         "duration": float(fields["duration"]) if fields["duration"] else None,
         "denoise": bool(fields["denoise"]),
         "postprocess_output": bool(fields["postprocess"]),
+        "normalize_text": bool(fields["normalize_text"]),
     }
     with as_messages():
         return Request.from_options(options, DOOR_PRESET)
@@ -221,7 +237,7 @@ def stream_synthesis(
     yield (
         gr.skip(),
         (speech.sample_rate, pcm16(speech.waveform)),
-        result_line(speech, request.seed, reused),
+        result_line(speech, request.seed, reused) + read_as(speech),
     )
 
 
@@ -300,6 +316,7 @@ def make_handlers(service: Service, default: str):
         denoise=True,
         postprocess=True,
         preset=DOOR_PRESET,
+        normalize_text=DEFAULTS["normalize_text"],
         progress=gr.Progress(),
     ):
         """Speak a text in a new voice: chosen by the model, or designed from a short description.
@@ -320,6 +337,7 @@ def make_handlers(service: Service, default: str):
             postprocess: Trim long silences and normalise the loudness.
             preset: "balanced" (default), "best" (32 steps, as upstream), "fast" (12 steps) or
                 "turbo" (experimental: 12 steps, only changed frames run between refreshes).
+            normalize_text: True (default) reads numbers, dates, times, money and percentages as words ("$12.50" as "twelve point five dollars"), as upstream's normalize_text does; False reads the text as written (spell numbers out yourself then).
         Returns:
             The speech as a 24 kHz wav file, and one line saying its length, time taken and seed.
         """
@@ -342,6 +360,7 @@ def make_handlers(service: Service, default: str):
         denoise=True,
         postprocess=True,
         preset=DOOR_PRESET,
+        normalize_text=DEFAULTS["normalize_text"],
         progress=gr.Progress(),
     ):
         """Speak a text in the voice of a reference recording (or of a voice prompt saved earlier).
@@ -362,6 +381,7 @@ def make_handlers(service: Service, default: str):
             denoise: Denoise the reference first.
             postprocess: Trim long silences and match the reference's loudness.
             preset: "balanced" (default), "best", "fast" or "turbo" (experimental).
+            normalize_text: True (default) reads numbers, dates, times, money and percentages as words; False reads the text as written.
         Returns:
             The speech as a 24 kHz wav file, and one line saying its length, time taken and seed.
         """
@@ -478,7 +498,14 @@ def settings_panel() -> list:
         preset.change(
             lambda name: PRESETS[name]["num_step"], preset, steps, api_visibility="private"
         )
-    sentences = gr.Checkbox(value=False, label=SENTENCES_LABEL, elem_id="sentences")
+    with gr.Row():
+        normalize = gr.Checkbox(
+            value=DEFAULTS["normalize_text"],
+            label="Read numbers and dates as words",
+            info='"$12.50 on Jan. 5" as "twelve point five dollars on the fifth of january"',
+            elem_id="normalize-text",
+        )
+        sentences = gr.Checkbox(value=False, label=SENTENCES_LABEL, elem_id="sentences")
     return [
         steps,
         guidance,
@@ -489,6 +516,7 @@ def settings_panel() -> list:
         denoise,
         postprocess,
         preset,
+        normalize,
     ], sentences
 
 
@@ -695,6 +723,8 @@ def build_server(
     from space.openai_api import OpenAIDoor
 
     service = Service(config, offered_precisions(config.source))
+    if DEFAULTS["normalize_text"]:  # so that the first request does not wait for the normalizers
+        threading.Thread(target=normalize.preload, name="normalize-preload", daemon=True).start()
     # No generated docs: the OpenAI door's contract is OpenAI's, the page documents its own API.
     server = FastAPI(title="OmniVoice ONNX", docs_url=None, redoc_url=None, openapi_url=None)
     server.add_middleware(gradio_guard.QuietDisconnects)

@@ -43,9 +43,10 @@ def _write(path: str, waveform, rate: int) -> None:
 
 
 def cmd_synthesize(args) -> int:
-    from omnivoice_rt.request import DOOR_PRESET, OPTIONS, Request
+    from omnivoice_rt.request import DOOR_NORMALIZE_TEXT, DOOR_PRESET, OPTIONS, Request
 
-    request = Request.from_options({name: getattr(args, name) for name in OPTIONS}, DOOR_PRESET)
+    options = {name: getattr(args, name) for name in OPTIONS}
+    request = Request.from_options(options, DOOR_PRESET, DOOR_NORMALIZE_TEXT)
     voice = _load(args)
 
     def progress(done: int, total: int) -> None:
@@ -55,6 +56,8 @@ def cmd_synthesize(args) -> int:
     print(file=sys.stderr)
     _write(args.output, speech.waveform, speech.sample_rate)
     meta = speech.metadata
+    if "normalized_text" in meta:
+        print(f"read as: {meta['normalized_text']}", file=sys.stderr)
     print(
         f"{args.output}: {meta['frames']} frames, {meta['seconds']:.2f} s of audio in "
         f"{meta['timings']['total']:.2f} s, real-time factor {meta['rtf']:.3f} ({meta['precision']})"

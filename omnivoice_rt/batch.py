@@ -30,7 +30,7 @@ import soundfile as sf
 
 from omnivoice_rt.errors import REPORTED
 from omnivoice_rt.formats import pcm16
-from omnivoice_rt.request import DOOR_PRESET, FILE_OPTIONS, Request
+from omnivoice_rt.request import DOOR_NORMALIZE_TEXT, DOOR_PRESET, FILE_OPTIONS, Request
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +59,7 @@ class Record:
     rtf: float | None = None
     settings: dict = field(default_factory=dict)
     error: str | None = None
+    normalized_text: str | None = None  # what the model read, where normalization changed the text
 
 
 # ----------------------------------------------------------------------------- items
@@ -103,7 +104,8 @@ def check_item(line: int, raw: dict, seen: set, folder: Path, model: str) -> Ite
         raise ValueError("'text' is required: what to say")
     options = {k: v for k, v in raw.items() if k != "id" and v is not None}
     options.setdefault("seed", int(hashlib.sha256(item_id.encode()).hexdigest()[:8], 16) % 2**31)
-    request = Request.from_options(options, DOOR_PRESET)  # every option checked, before any model
+    # every option checked, before any model
+    request = Request.from_options(options, DOOR_PRESET, DOOR_NORMALIZE_TEXT)
     contents = {}
     for key in FILE_OPTIONS:
         if key in options:
@@ -189,6 +191,7 @@ class Synthesizer:
             round(took, 3),
             round(took / max(speech.seconds, 1e-9), 3),
             settings,
+            normalized_text=speech.metadata.get("normalized_text"),
         )
         return record, buffer.getvalue()
 

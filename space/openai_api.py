@@ -8,7 +8,10 @@ Requests wait in the server's one line (``Service.line``) with the page's, gradi
 MCP's, under the same limits, and fail in OpenAI's error shape with OpenAI's status codes. The
 audio leaves as it is made: a long text's pieces are sent one by one (pcm, wav, mp3, opus; flac
 at the end), or as server-sent events (``stream_format: "sse"``). Beyond OpenAI's fields, a body
-may carry ``language``, ``seed``, ``preset`` and ``sentences`` (the ``extra_body`` of the client).
+may carry ``language``, ``seed``, ``preset``, ``sentences`` and ``normalize_text`` (the
+``extra_body`` of the client). Numbers, dates and money are read as words unless
+``normalize_text`` is false, as OpenAI's speech API reads them; the answer's ``X-Text-Normalized``
+header says whether that changed the text.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from starlette.requests import ClientDisconnect
 from omnivoice_rt.errors import ArtifactError, Busy, Cancelled, SynthesisError
 from omnivoice_rt.formats import FORMATS, AudioWriter, available_formats
 from omnivoice_rt.limits import MAX_SPEED, MIN_SPEED
-from omnivoice_rt.request import DOOR_PRESET, PRESETS, check_text
+from omnivoice_rt.request import DOOR_NORMALIZE_TEXT, DOOR_PRESET, PRESETS, check_text
 from omnivoice_rt.request import Request as SynthesisRequest
 from omnivoice_rt.text import resolve_instruct, resolve_language
 from omnivoice_rt.voice_prompt import VoicePrompt
@@ -264,6 +267,13 @@ class OpenAIDoor:
             not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63
         ):
             raise ApiError(400, "'seed' must be a non-negative integer.", param="seed")
+        normalize_text = body.get("normalize_text", DOOR_NORMALIZE_TEXT)
+        if not isinstance(normalize_text, bool):
+            raise ApiError(
+                400,
+                "'normalize_text' must be true (numbers and dates read as words) or false.",
+                param="normalize_text",
+            )
         language = body.get("language")
         try:
             if language is not None and not isinstance(language, str):
@@ -285,11 +295,15 @@ class OpenAIDoor:
             "voice_prompt": str(saved[voice]) if voice in saved else None,
             "speed": float(speed),
             "seed": resolve_seed(seed, seed is None),
+            "normalize_text": normalize_text,
         }
         try:
             synthesis = SynthesisRequest.from_options(options, preset)
-        except ValueError as exc:  # each field was checked above; this is what is left
-            raise ApiError(400, str(exc)) from exc
+        except (
+            ValueError
+        ) as exc:  # each field was checked above; what is left: the text as normalized
+            param = "input" if str(exc).startswith("text") else None
+            raise ApiError(400, str(exc), param=param) from exc
         return SpeechRequest(
             synthesis=synthesis,
             precision=precision,
@@ -318,7 +332,9 @@ class OpenAIDoor:
         @router.post("/audio/speech")
         async def speech(request: Request):
             self.check_key(request)
-            job = SpeechJob(self.service, self.parse(await read_json(request)))
+            body = await read_json(request)
+            # in a thread: normalizing a long text takes seconds (2 ms a character)
+            job = SpeechJob(self.service, await anyio.to_thread.run_sync(self.parse, body))
             # Waiting for a turn holds a thread: these come from the door's own pool, never Gradio's.
             # A client that leaves meanwhile stops it: out of the line, or at the next step.
             try:
@@ -464,7 +480,11 @@ class SpeechResponse(StreamingResponse):
         super().__init__(
             job.body,
             media_type=media_type,
-            headers={"X-Seed": str(request.synthesis.seed), "X-Queue-Ahead": str(job.ahead)},
+            headers={
+                "X-Seed": str(request.synthesis.seed),
+                "X-Queue-Ahead": str(job.ahead),
+                "X-Text-Normalized": str(request.synthesis.normalized).lower(),
+            },
         )
         self.job = job
 

@@ -26,7 +26,13 @@ from pathlib import Path
 
 from omnivoice_rt.limits import MAX_WAITING
 from omnivoice_rt.model import OmniVoiceONNX
-from omnivoice_rt.request import DOOR_PRESET, PRESETS, GenerationSettings, Request
+from omnivoice_rt.request import (
+    DOOR_NORMALIZE_TEXT,
+    DOOR_PRESET,
+    PRESETS,
+    GenerationSettings,
+    Request,
+)
 from omnivoice_rt.voice_prompt import VoicePrompt
 from space.line import Line
 from space.models import Models, Recogniser
@@ -44,6 +50,7 @@ DEFAULTS = {
     "denoise": GenerationSettings.denoise,
     "postprocess": GenerationSettings.postprocess_output,
     "preset": DOOR_PRESET,
+    "normalize_text": DOOR_NORMALIZE_TEXT,
 }
 # voice prompts kept, keyed by the reference's bytes, its transcript and the precision
 PROMPT_CACHE_SIZE = 16

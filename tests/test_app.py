@@ -47,6 +47,9 @@ def test_api_lists_the_stable_endpoints_only(client):
         # the page's and the API's default on a CPU
         assert preset["parameter_default"] == "balanced"
         assert preset["python_type"]["type"] == "Literal['best', 'balanced', 'fast', 'turbo']"
+        parameters = info[endpoint]["parameters"]
+        normalize = next(p for p in parameters if p["parameter_name"] == "normalize_text")
+        assert normalize["parameter_default"] is True and parameters[-1] is normalize  # appended
 
 
 def test_synthesize_auto_voice_and_voice_design(client):

@@ -49,6 +49,7 @@ GOOD = [
         "num_step": 8,
         "language": "en",
     },
+    {"id": "numbers", "text": "Chapter 3 starts on May 5.", "seed": 4},  # read as words
 ]
 BAD = [
     '{"id": "empty", "text": "  "}',
@@ -60,6 +61,7 @@ BAD = [
     '{"id": "klingon", "text": "Hi.", "language": "Klingon"}',
     '{"id": "typed", "text": "Hi.", "speed": "fast"}',
     '{"id": "PLAIN", "text": "Another file named plain.wav on some file systems."}',
+    '{"id": "yes", "text": "Hi 5.", "normalize_text": "yes"}',
 ]
 
 
@@ -119,8 +121,18 @@ def test_one_process_makes_each_item_as_generate_does(single, items, cpu_artifac
         "Klingon",
         "speed must be a number",
         "'PLAIN' is used by an earlier line",
+        "normalize_text must be true or false",
     ):
         assert words in messages, (words, messages)
+    # numbers read as words by default, as every door does; the record says what was read
+    assert by_id["numbers"]["normalized_text"] == "Chapter three starts on May five."
+    assert by_id["plain"]["normalized_text"] is None
+    expected = voice.generate(
+        "Chapter 3 starts on May 5.", seed=4, num_step="balanced", normalize_text=True
+    )
+    np.testing.assert_array_equal(
+        made["numbers"], np.round(np.clip(expected.waveform, -1, 1) * 32767).astype(np.int16)
+    )
 
 
 def test_a_pool_of_two_gives_the_same_audio(single, items, cpu_artifacts, tmp_path):

@@ -6,6 +6,7 @@ person can look at what the page showed.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -65,13 +66,18 @@ def wait_for_result(page, previous: str, precision: str, timeout: float = 120_00
         """([prev, precision]) => {
              const el = document.querySelector('#result-info');
              if (!el) return false;
-             const line = el.innerText.trim().split('\\n').pop();
-             return /^[0-9.]+ s of audio/.test(line) && line.includes(precision) && line !== prev; }""",
+             const line = el.innerText.trim().split('\\n').find(l => /^[0-9.]+ s of audio/.test(l));
+             return line !== undefined && line.includes(precision) && line !== prev; }""",
         arg=[previous, precision],
         timeout=timeout,
     )
     page.wait_for_selector("#result-audio audio[src]", state="attached", timeout=timeout)
-    return page.inner_text("#result-info").strip().split("\n")[-1]
+    return result_line(page)
+
+
+def result_line(page) -> str:
+    lines = page.inner_text("#result-info").strip().split("\n")
+    return next((line for line in lines if re.match(r"[0-9.]+ s of audio", line)), lines[-1])
 
 
 def test_the_page_says_when_the_default_precision_is_ready(page):
@@ -146,6 +152,24 @@ def test_sentence_by_sentence_plays_the_first_piece_while_the_rest_is_made(page)
     assert page.locator("#result-stream audio").count() == 1  # the streamed pieces, still playable
     page.screenshot(path=str(SHOTS / "4-sentences.png"), full_page=True)
     page.locator("#sentences input").uncheck()
+
+
+def test_numbers_are_read_as_words_and_the_page_shows_what_was_read(page):
+    page.get_by_role("tab", name="Text to speech").click()
+    box = page.locator("#normalize-text input")
+    assert box.is_visible() and box.is_checked()  # on by default, outside the settings
+    page.fill("#tts-text textarea", "It costs $5 on May 3.")
+    page.click("#tts-generate")
+    info = wait_for_result(page, result_line(page), "int4")
+    assert "numbers and dates read as words" in info
+    shown = page.inner_text("#result-info")
+    assert "Read as: It costs five dollars on May three." in shown, shown
+    page.screenshot(path=str(SHOTS / "4b-read-as-words.png"), full_page=True)
+    box.uncheck()
+    page.click("#tts-generate")
+    info = wait_for_result(page, info, "int4")
+    assert "read as words" not in info and "Read as" not in page.inner_text("#result-info")
+    box.check()
 
 
 def test_an_error_reaches_the_user(page):

@@ -135,7 +135,9 @@ def test_the_same_request_through_gradio_client_gives_the_same_audio(client, ser
 
 
 def test_a_long_text_streams_piece_by_piece(client, runtime):
-    expected = pcm(Speech.join(list(runtime.stream(LONG, seed=2, sentences=True, **BALANCED))))
+    # numbers read as words ("sentence number 3"), the door's default
+    stream = runtime.stream(LONG, seed=2, sentences=True, normalize_text=True, **BALANCED)
+    expected = pcm(Speech.join(list(stream)))
     pieces = []
     with client.audio.speech.with_streaming_response.create(
         model="omnivoice",
@@ -191,6 +193,43 @@ def test_a_saved_voice_prompt_is_a_voice(client, runtime, saved_voices):
     np.testing.assert_array_equal(decode(data, "wav"), pcm(expected))
 
 
+def test_numbers_are_read_as_words_unless_turned_off(client, server, runtime):
+    """On by default, as OpenAI's voices read numbers; the header says whether the text changed;
+    gradio_client's endpoint and result line agree."""
+    text = "I paid $12.50 on Jan. 5, 2024."
+    voice = {"instruct": OPENAI_VOICES["alloy"], "seed": 3, **BALANCED}
+    words = pcm(runtime.generate(text, normalize_text=True, **voice))
+    digits = pcm(runtime.generate(text, **voice))
+    assert words.shape != digits.shape or (words != digits).any()
+    for extra, expected, header in (
+        ({"seed": 3}, words, "true"),
+        ({"seed": 3, "normalize_text": False}, digits, "false"),
+    ):
+        response = client.audio.speech.create(
+            model="omnivoice", voice="alloy", input=text, response_format="wav", extra_body=extra
+        )
+        np.testing.assert_array_equal(decode(response.content, "wav"), expected)
+        assert response.response.headers["x-text-normalized"] == header
+    answer = client.audio.speech.create(
+        model="omnivoice", voice="alloy", input="Hello there.", response_format="pcm"
+    )
+    assert answer.response.headers["x-text-normalized"] == "false"  # nothing to change
+    gradio = Client(server, verbose=False)
+    for normalize_text, expected, said in ((True, words, True), (False, digits, False)):
+        path, info = gradio.predict(
+            text,
+            "Auto",
+            OPENAI_VOICES["alloy"],
+            "int4",
+            seed=3,
+            randomize_seed=False,
+            normalize_text=normalize_text,
+            api_name="/synthesize",
+        )
+        np.testing.assert_array_equal(sf.read(path, dtype="int16")[0], expected)
+        assert ("numbers and dates read as words" in info) is said, info
+
+
 def test_models_list_precisions_and_openai_names(client):
     models = {m.id for m in client.models.list()}
     assert {"omnivoice", "omnivoice-int4", "omnivoice-fp16", "tts-1", "tts-1-hd"} <= models
@@ -223,6 +262,18 @@ def test_models_list_precisions_and_openai_names(client):
             openai.BadRequestError,
             "language",
             "Unknown language 'Klingon'",
+        ),
+        (
+            {"extra_body": {"normalize_text": "yes"}},
+            openai.BadRequestError,
+            "normalize_text",
+            "must be true",
+        ),
+        (
+            {"input": "5" * 9000},
+            openai.BadRequestError,
+            "input",
+            "44999 characters long with its numbers read as words",
         ),
     ],
 )
@@ -282,6 +333,8 @@ def test_mcp_lists_the_tools_and_synthesizes(server):
     described = tools["synthesize"]
     assert "10,000 characters" in described.inputSchema["properties"]["text"]["description"]
     assert "wav" in described.description
+    normalize = described.inputSchema["properties"]["normalize_text"]
+    assert normalize["default"] is True and "as words" in normalize["description"], normalize
     text = " ".join(c.text for c in result.content)
     assert not result.isError and "seed 7" in text, text
     url = text[text.index("http") :].split("'")[0]

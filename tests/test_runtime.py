@@ -272,8 +272,15 @@ def test_cli_synthesize_prompt_and_roundtrip(fp32_artifacts, reference_wav, tmp_
     )
     assert result.returncode == 0, result.stderr
     assert "50 frames" in result.stdout and "real-time factor" in result.stdout
+    assert "read as" not in result.stderr
     audio, rate = sf.read(out)
     assert rate == 24000 and audio.shape == (50 * 960 + 4800,)
+    # numbers read as words unless asked not to (the doors' default), and the text read is shown
+    for flag, said in (("--normalize-text", True), ("--no-normalize-text", False), (None, True)):
+        words = ["--text", "See you at 5.", "--num-step", "2", "--output", str(out)]
+        result = cli("synthesize", *model, *words, *([flag] if flag else []))
+        assert result.returncode == 0, result.stderr
+        assert ("read as: See you at five." in result.stderr) is said, (flag, result.stderr)
 
     prompt = tmp_path / "voice.npz"
     assert (

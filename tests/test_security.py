@@ -328,7 +328,9 @@ def test_wrong_types_through_gradio_client_are_messages(server, reference):
     with pytest.raises(Exception, match="language.* must be a string"):
         client.predict(handle_file(reference), 5, api_name="/transcribe")
     answer = api_call(
-        url, "synthesize", ["Hi \ud800 there.", "Auto", "", "int4", *FIXED.values(), "balanced"]
+        url,
+        "synthesize",
+        ["Hi \ud800 there.", "Auto", "", "int4", *FIXED.values(), "balanced", True],
     )
     assert "event: error" in answer and "U+D800" in answer, answer
     assert "Traceback" not in log.read_text()
