@@ -195,3 +195,23 @@ def test_generate_normalizes_the_target_text(fp32_artifacts):
     assert not np.array_equal(read.codes[0], plain.codes[0])
     words = voice.generate(upstream(text, None), **options)
     assert np.array_equal(read.codes[0], words.codes[0])
+
+
+def test_the_server_loads_the_normalizers_as_it_starts(cpu_artifacts, tmp_path):
+    """Its doors normalize by default: the FSTs load in the background at start, before any
+    request asks for them."""
+    import time
+
+    from tests.conftest import running_app
+
+    log = tmp_path / "server.log"
+    with running_app(["--artifacts", str(cpu_artifacts)], log, HF_HUB_OFFLINE="1"):
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            text = log.read_text()
+            if all(f"loaded the {code} text normalizer" in text for code in FSTS):
+                break
+            time.sleep(0.2)
+    text = log.read_text()
+    assert all(f"loaded the {code} text normalizer" in text for code in FSTS), text
+    assert "POST" not in text.split("loaded the zh text normalizer")[0]  # no request came first
