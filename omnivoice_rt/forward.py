@@ -18,11 +18,16 @@ section 1), all off in ``best``:
   states (:class:`FrameCache`); the runs between forward only the target frames whose codes
   changed since they last ran, at their own positions, against the kept keys and values of all
   the others, and reuse the others' hidden states (the dKV-Cache / dLLM-Cache idea for masked
-  diffusion LMs). Early steps commit few codes, so they forward a few frames instead of all.
+  diffusion LMs), and their logits: the heads run per frame, so only frames whose hidden states
+  changed go through them. Early steps commit few codes, so they forward a few frames, not all.
   Needs an LLM that takes ``position_ids`` (ours do); without one it runs every row in full.
 - ``cache_refresh_share`` s (with either cache): a row also runs in full as soon as a share s of
   all codes has changed since its last full run, so refreshes follow the commits (few early, many
   late) rather than the step count.
+- ``frame_refresh_prompt`` False (experimental, with the frame cache): the conditional row's
+  first run is the whole row; its later refreshes run the target alone after the prompt's keys
+  and values from that first run, as the prompt cache keeps them (a cloning row is ~60% prompt:
+  the reference and the texts). Run on the same codes, such a refresh equals the full forward.
 - ``guidance_every`` k: the unconditional logits are computed every k-th call and reused
   between; at guidance 0 the unconditional row never runs.
 
@@ -98,16 +103,31 @@ class FrameCache:
     """One row's keys and values at every position and its target's hidden states, as of the
     codes each frame last ran with; ``offset`` target frames start after the row's prompt."""
 
-    def __init__(self, backbone: Backbone, offset: int, timings: dict):
+    def __init__(self, backbone: Backbone, offset: int, timings: dict, prompt_too: bool = True):
         self.backbone, self.offset, self.timings = backbone, offset, timings
+        self.prompt_too = prompt_too  # whether a refresh after the first runs the prompt again
         self.kv: dict[str, np.ndarray] = {}
         self.hidden = self.seen = None
-        self.runs = 0
 
     def full(self, row: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         """Run the whole row (its prompt and target embeddings) and keep everything."""
         hidden, self.kv = self.backbone.llm(row, keep=row.shape[1], timings=self.timings)
         self.hidden, self.seen = hidden[:, self.offset :].copy(), tokens.copy()
+        return self.hidden
+
+    def target_only(self, target: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """Run every target frame after the kept keys and values of the prompt; keep the
+        target's new keys, values and hidden states."""
+        past = {name: kv[:, :, : self.offset] for name, kv in self.kv.items()}
+        positions = self.offset + np.arange(target.shape[1])
+        self.hidden, self.kv = self.backbone.llm(
+            target,
+            past,
+            keep=self.offset + target.shape[1],
+            timings=self.timings,
+            positions=positions,
+        )
+        self.seen = tokens.copy()
         return self.hidden
 
     def partial(self, target: np.ndarray, tokens: np.ndarray) -> np.ndarray:
@@ -133,8 +153,13 @@ class FrameCache:
         return self.hidden
 
     def __call__(self, full: bool, row, target: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-        """In full when told so (``row()`` makes the whole row), else partial."""
-        return self.full(row(), tokens) if full else self.partial(target, tokens)
+        """In full when told so (``row()`` makes the whole row; after the first run, without
+        ``prompt_too``, the target alone after the prompt), else partial."""
+        if not full:
+            return self.partial(target, tokens)
+        if self.kv and self.offset and not self.prompt_too:
+            return self.target_only(target, tokens)
+        return self.full(row(), tokens)
 
 
 class Refresh:
@@ -184,10 +209,25 @@ class GuidedForward:
         self.calls = 0
         self.cache: dict | None = None  # the prompt's keys and values, from the last full row
         self.rows = [
-            FrameCache(backbone, prompt.prefix_len, timings),
+            FrameCache(backbone, prompt.prefix_len, timings, settings.frame_refresh_prompt),
             FrameCache(backbone, 0, timings),
         ]
         self.uncond: np.ndarray | None = None  # the last unconditional logits
+        # with the frame cache, per row: the hidden states its logits were last computed from
+        self.logits: list[tuple[np.ndarray, np.ndarray] | None] = [None, None]
+
+    def row_logits(self, index: int, hidden: np.ndarray) -> np.ndarray:
+        """Row ``index``'s logits (C, T, V) for its hidden states (1, T, D): the heads run on the
+        frames whose hidden states changed since the row's last logits (all, the first time)."""
+        if self.logits[index] is None:
+            logits = self.backbone.heads(hidden, self.timings)
+        else:
+            seen, logits = self.logits[index]
+            changed = np.flatnonzero((hidden[0] != seen[0]).any(axis=-1))
+            if changed.size:
+                logits[:, :, changed] = self.backbone.heads(hidden[:, changed], self.timings)
+        self.logits[index] = (hidden.copy(), logits)
+        return logits[0]
 
     def __call__(self, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         backbone, prompt, timings = self.backbone, self.prompt, self.timings
@@ -198,20 +238,21 @@ class GuidedForward:
         guided = self.settings.guidance_scale != 0 and call % self.settings.guidance_every == 0
         if self.frames:
             whole = lambda: np.concatenate([self.prefix, target], axis=1)  # noqa: E731
-            rows = [self.rows[0](self.due[0](tokens), whole, target, tokens)]
+            cond = self.row_logits(0, self.rows[0](self.due[0](tokens), whole, target, tokens))
             if guided:
-                rows.append(self.rows[1](self.due[1](tokens), lambda: target, target, tokens))
+                hidden = self.rows[1](self.due[1](tokens), lambda: target, target, tokens)
+                self.uncond = self.row_logits(1, hidden)
+            return cond, self.uncond
+        if self.refresh and not self.due[0](tokens):
+            cond, _ = backbone.llm(target, past=self.cache, timings=timings)
         else:
-            if self.refresh and not self.due[0](tokens):
-                cond, _ = backbone.llm(target, past=self.cache, timings=timings)
-            else:
-                whole = np.concatenate([self.prefix, target], axis=1)
-                keep = prompt.prefix_len if self.refresh else 0
-                cond, self.cache = backbone.llm(whole, keep=keep, timings=timings)
-                cond = cond[:, -prompt.target_len :]
-            rows = [cond]
-            if guided:
-                rows.append(backbone.llm(target, timings=timings)[0])
+            whole = np.concatenate([self.prefix, target], axis=1)
+            keep = prompt.prefix_len if self.refresh else 0
+            cond, self.cache = backbone.llm(whole, keep=keep, timings=timings)
+            cond = cond[:, -prompt.target_len :]
+        rows = [cond]
+        if guided:
+            rows.append(backbone.llm(target, timings=timings)[0])
         logits = backbone.heads(np.concatenate(rows, axis=0), timings)
         if len(rows) == 2:
             self.uncond = logits[1]

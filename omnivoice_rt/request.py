@@ -45,7 +45,8 @@ PRESETS = {
     "turbo": {
         "num_step": 12,
         "frame_cache_refresh": 12,  # in full at the first step...
-        "cache_refresh_share": 0.4,  # ...and once 40% of the codes changed since
+        "cache_refresh_share": 0.4,  # ...and once 40% of the codes changed since,
+        "frame_refresh_prompt": False,  # the target alone, after the prompt's first keys and values
         "guidance_every": 3,
     },
 }
@@ -78,6 +79,10 @@ class GenerationSettings(UnmaskSettings):
     # With either cache: a row also runs in full once this share of all codes changed since its
     # last full run (0: off).
     cache_refresh_share: float = 0.0
+    # Experimental, with the frame cache. True: a row's refresh runs its prompt too (the whole
+    # row). False: its first run does; later refreshes run the target alone after the prompt's
+    # keys and values from the first run (as the prompt cache keeps them).
+    frame_refresh_prompt: bool = True
 
     @classmethod
     def preset(cls, name: str, **overrides) -> GenerationSettings:
@@ -117,6 +122,10 @@ class GenerationSettings(UnmaskSettings):
         if not _is_number(share) or not 0 <= share <= 1:
             raise ValueError(
                 f"cache_refresh_share must be a number from 0 to 1 (0: off), got {share!r}"
+            )
+        if not isinstance(self.frame_refresh_prompt, (bool, np.bool_)):
+            raise ValueError(
+                f"frame_refresh_prompt must be true or false, got {self.frame_refresh_prompt!r}"
             )
         if not _is_int(self.guidance_every) or self.guidance_every < 1:
             raise ValueError(
@@ -167,6 +176,11 @@ OPTIONS: dict[str, tuple[tuple[type, ...], str]] = {
     "cache_refresh_share": (
         (int, float),
         "with a cache: also run a row in full once this share of the codes changed (0: off)",
+    ),
+    "frame_refresh_prompt": (
+        (bool,),
+        "experimental, with the frame cache: a refresh runs the prompt too (true, the default) or "
+        "the target alone after the prompt's keys and values from the first step (false)",
     ),
 }
 KIND_NAMES = {(str,): "a string", (int,): "a whole number", (bool,): "true or false"}

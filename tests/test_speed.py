@@ -139,6 +139,56 @@ def test_frames_run_alone_equal_the_full_forward(fp32_voice, reference):
         assert np.abs(wrong - full[:, changed]).max() > 1e-3
 
 
+@pytest.mark.parametrize("reference", [False, True])
+def test_a_target_only_refresh_equals_the_full_forward_on_the_same_codes(fp32_voice, reference):
+    """``frame_refresh_prompt=False``: a refresh runs the target alone after the prompt's kept
+    keys and values; on the codes the prompt's were computed with, that is the full forward."""
+    from omnivoice_rt.forward import FrameCache
+
+    voice, target_len = fp32_voice, 40
+    ref_codes = np.random.default_rng(1).integers(0, 1024, (8, 30)) if reference else None
+    prompt, tokens, prefix, target = half_masked_row(voice, ref_codes, target_len)
+    cache = FrameCache(voice.backbone, prompt.prefix_len, {}, prompt_too=False)
+    row = lambda: np.concatenate([prefix, target], axis=1)  # noqa: E731
+    full = cache(True, row, target, tokens).copy()
+    kept = {name: kv.copy() for name, kv in cache.kv.items()}
+    again = cache(True, lambda: pytest.fail("the prompt ran again"), target, tokens)
+    np.testing.assert_allclose(again, full, atol=2e-5, rtol=0)
+    for name, kv in cache.kv.items():
+        np.testing.assert_allclose(kv, kept[name], atol=2e-5, rtol=0, err_msg=name)
+
+
+def test_the_logits_of_unchanged_frames_are_kept(fp32_voice, monkeypatch):
+    """With the frame cache the heads run only on frames whose hidden states changed: the heads
+    of a few frames equal the whole call's, and turbo's codes equal those of heads run on all."""
+    from omnivoice_rt.forward import GuidedForward
+
+    _, _, prefix, target = half_masked_row(fp32_voice)
+    hidden, _ = fp32_voice.backbone.llm(target)
+    frames = np.array([0, 3, 4, 39])
+    np.testing.assert_array_equal(
+        fp32_voice.backbone.heads(hidden[:, frames]),
+        fp32_voice.backbone.heads(hidden)[:, :, frames],
+    )
+    kept = fp32_voice.generate(TEXT, preset="turbo", **GREEDY)
+    calls = []
+    original = fp32_voice.backbone.heads
+    monkeypatch.setattr(
+        fp32_voice.backbone, "heads", lambda h, t=None: calls.append(h.shape[1]) or original(h, t)
+    )
+    again = fp32_voice.generate(TEXT, preset="turbo", **GREEDY)
+    np.testing.assert_array_equal(again.codes[0], kept.codes[0])
+    target_len = kept.codes[0].shape[1]
+    assert calls[0] == target_len and min(calls) < target_len / 2  # few frames, late calls
+    monkeypatch.setattr(
+        GuidedForward,
+        "row_logits",
+        lambda self, index, hidden: self.backbone.heads(hidden, self.timings)[0],
+    )
+    everything = fp32_voice.generate(TEXT, preset="turbo", **GREEDY)
+    np.testing.assert_array_equal(everything.codes[0], kept.codes[0])
+
+
 def count_llm_rows(voice, **kwargs) -> list[int]:
     """The sequence length of every LLM call one generation makes."""
     graph = voice.graphs["llm_decoder"]
@@ -210,6 +260,12 @@ def test_a_refresh_follows_the_share_of_codes_committed(fp32_voice):
             **{cache: 12},
         )
         assert [step for step, n in enumerate(rows) if n == whole] == expected, cache
+    # turbo's refreshes after the first run the target alone (50 frames), not the prompt
+    rows = count_llm_rows(
+        fp32_voice, preset="turbo", guidance_scale=0.0, frame_cache_refresh=12, seed=0
+    )
+    assert [step for step, n in enumerate(rows) if n == whole] == expected[:1]
+    assert [step for step, n in enumerate(rows) if n == 50] == expected[1:]
     assert GenerationSettings.preset("turbo").cache_refresh_share == share
 
 
@@ -227,6 +283,7 @@ def test_presets_bundle_their_settings(fp32_voice):
         {"guidance_every": 0},
         {"frame_cache_refresh": -2},
         {"cache_refresh_share": 1.5},
+        {"frame_refresh_prompt": "no"},
     ):
         with pytest.raises(ValueError, match=next(iter(bad))):
             fp32_voice.generate(TEXT, **bad)
