@@ -123,9 +123,9 @@ class GenerationSettings(UnmaskSettings):
             raise ValueError(
                 f"cache_refresh_share must be a number from 0 to 1 (0: off), got {share!r}"
             )
-        if not isinstance(self.frame_refresh_prompt, (bool, np.bool_)):
+        if not _is_kind(self.frame_refresh_prompt, (bool,)):
             raise ValueError(
-                f"frame_refresh_prompt must be true or false, got {self.frame_refresh_prompt!r}"
+                f"frame_refresh_prompt must be true or false, got {_shown(self.frame_refresh_prompt)}"
             )
         if not _is_int(self.guidance_every) or self.guidance_every < 1:
             raise ValueError(
@@ -212,7 +212,7 @@ class Request:
 
     def __post_init__(self) -> None:
         text = check_text(self.text)
-        if not isinstance(self.normalize_text, (bool, np.bool_)):
+        if not _is_kind(self.normalize_text, (bool,)):
             raise ValueError(
                 f"normalize_text must be true or false, got {_shown(self.normalize_text)}"
             )

@@ -299,9 +299,8 @@ class OpenAIDoor:
         }
         try:
             synthesis = SynthesisRequest.from_options(options, preset)
-        except (
-            ValueError
-        ) as exc:  # each field was checked above; what is left: the text as normalized
+        # each field was checked above; what is left: the text as normalization left it
+        except ValueError as exc:
             param = "input" if str(exc).startswith("text") else None
             raise ApiError(400, str(exc), param=param) from exc
         return SpeechRequest(
