@@ -47,6 +47,7 @@ from omnivoice_rt.text import (
 from space import gradio_guard
 from space.models import graphs_size, offered_precisions
 from space.serving import DEFAULTS, Config, Service, resolve_seed
+from space.voices import VoiceLibrary
 
 logger = logging.getLogger(__name__)
 
@@ -714,10 +715,15 @@ def build_server(
     api_key: str | None = None,
     mcp: bool = False,
     local_url: str = "http://127.0.0.1:7860/",
+    voices_writable: bool = False,
+    wyoming: str | None = None,
+    wyoming_zeroconf: str | None = None,
 ):
     """One FastAPI app for every door: the OpenAI-compatible routes under /v1, the Gradio page and
     its API at /, and, with ``mcp``, Gradio's MCP server at /gradio_api/mcp (which calls the page's
-    API at ``local_url``). One ``Service``: one line of requests, one set of loaded models and caches."""
+    API at ``local_url``); with ``wyoming`` (a tcp:// address), the Wyoming door for Home Assistant.
+    One ``Service``: one line of requests, one set of loaded models and caches; one voice library
+    (``voice_dir``, written to with ``voices_writable``)."""
     from fastapi import FastAPI
 
     from space.openai_api import OpenAIDoor
@@ -729,7 +735,12 @@ def build_server(
     server = FastAPI(title="OmniVoice ONNX", docs_url=None, redoc_url=None, openapi_url=None)
     server.add_middleware(gradio_guard.QuietDisconnects)
     server.add_middleware(gradio_guard.NoFileProxy)
-    OpenAIDoor(service, voice_dir, api_key).install(server)
+    library = VoiceLibrary(voice_dir, voices_writable)
+    OpenAIDoor(service, library, api_key).install(server)
+    if wyoming:
+        from space.wyoming_door import WyomingDoor
+
+        WyomingDoor(service, library, wyoming, wyoming_zeroconf).start()
     # For load balancers and monitors: the line's state, open like the page.
     server.add_api_route("/health", service.health, methods=["GET"])
     demo = build_demo(config, service)
@@ -802,7 +813,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--voices",
         default=os.environ.get("OMNIVOICE_VOICES"),
-        help="folder of saved voice prompts (NAME.npz), voices of the OpenAI endpoint (env OMNIVOICE_VOICES)",
+        help="the voice library: a folder of saved voices (NAME.npz voice prompts, NAME.json "
+        "designs), offered by every door (env OMNIVOICE_VOICES)",
+    )
+    parser.add_argument(
+        "--voices-writable",
+        action="store_true",
+        default=os.environ.get("OMNIVOICE_VOICES_WRITABLE", "").lower() == "true",
+        help="let clients add and remove voices in --voices (POST and DELETE /v1/audio/voices, "
+        "the page's 'Save to the library'; env OMNIVOICE_VOICES_WRITABLE=true)",
+    )
+    parser.add_argument(
+        "--wyoming",
+        default=os.environ.get("OMNIVOICE_WYOMING") or None,
+        metavar="tcp://HOST:PORT",
+        help="also serve the Wyoming protocol (Home Assistant) at this address, in the same line "
+        "(env OMNIVOICE_WYOMING)",
+    )
+    parser.add_argument(
+        "--wyoming-zeroconf",
+        nargs="?",
+        const="omnivoice",
+        default=None,
+        metavar="NAME",
+        help="advertise the Wyoming door over zeroconf (mDNS) so Home Assistant discovers it "
+        "(default name: omnivoice)",
     )
     parser.add_argument(
         "--mcp",
@@ -813,6 +848,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 0 <= args.max_waiting <= 1000 or args.concurrency < 1:
         parser.error("--max-waiting takes 0 to 1000 requests and --concurrency at least 1")
+    if args.wyoming_zeroconf and not args.wyoming:
+        parser.error(
+            "--wyoming-zeroconf advertises the Wyoming door: give --wyoming tcp://HOST:PORT"
+        )
+    if args.wyoming:
+        from space.wyoming_door import check_uri
+
+        try:
+            check_uri(args.wyoming, args.wyoming_zeroconf)
+        except ValueError as exc:
+            parser.error(str(exc))
+    if args.voices_writable and not args.voices:
+        parser.error("--voices-writable needs --voices DIR, the folder the library is kept in")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     import uvicorn
 
@@ -831,12 +879,25 @@ def main(argv: list[str] | None = None) -> int:
             max_waiting=args.max_waiting,
         )
         key, loopback = os.environ.get("OMNIVOICE_API_KEY"), local_url(args.host, args.port)
-        server = build_server(config, args.voices, key, args.mcp, loopback)
+        try:
+            server = build_server(
+                config,
+                args.voices,
+                key,
+                args.mcp,
+                loopback,
+                args.voices_writable,
+                args.wyoming,
+                args.wyoming_zeroconf,
+            )
+        except (ValueError, FileNotFoundError) as exc:  # a door that cannot open: one line
+            parser.error(str(exc))
         logger.info(
-            "serving on http://%s:%d (OpenAI-compatible: /v1/audio/speech%s)",
+            "serving on http://%s:%d (OpenAI-compatible: /v1/audio/speech%s%s)",
             args.host,
             args.port,
             "; MCP: /gradio_api/mcp" if args.mcp else "",
+            f"; Wyoming: {args.wyoming}" if args.wyoming else "",
         )
         # uvicorn shuts down gracefully on SIGTERM, then raises it again for the handler it found: this
         # one exits normally, so the clean-up below and atexit's (the examples' temporary folder) run.

@@ -364,6 +364,37 @@ def chunk_text_punctuation(
     return [s for s in ("".join(c).strip() for c in final) if s]
 
 
+SENTENCE_END = set(".!?…")  # ends a sentence when a space or the end of the text follows
+SENTENCE_END_CJK = set("。！？")  # ends a sentence where it stands
+
+
+def complete_sentences(text: str) -> tuple[list[str], str]:
+    """The complete sentences at the start of ``text`` (a text still arriving, as a language
+    model writes it), and the rest, still incomplete. A sentence ends at '.', '!', '?' or '…'
+    followed by a space (not after an abbreviation such as 'Dr.'), or at '。', '！', '？'; closing
+    quotes and brackets after it belong to it."""
+    sentences, start, i = [], 0, 0
+    while i < len(text):
+        char = text[i]
+        if char in SENTENCE_END or char in SENTENCE_END_CJK:
+            end = i + 1
+            while end < len(text) and (text[end] in CLOSING_MARKS or text[end] in SENTENCE_END):
+                end += 1
+            words = text[start:end].split()
+            complete = char in SENTENCE_END_CJK or (end < len(text) and text[end].isspace())
+            if char == "." and words and words[-1].rstrip("".join(CLOSING_MARKS)) in ABBREVIATIONS:
+                complete = False
+            if complete:
+                sentence = text[start:end].strip()
+                if sentence:
+                    sentences.append(sentence)
+                start = end
+            i = end
+        else:
+            i += 1
+    return sentences, text[start:].lstrip()
+
+
 # ----------------------------------------------------------------------------- durations
 
 _WEIGHTS = {

@@ -21,12 +21,10 @@ import contextlib
 import hmac
 import json
 import logging
-import re
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import anyio
 from fastapi import APIRouter, FastAPI, Request
@@ -39,33 +37,16 @@ from omnivoice_rt.limits import MAX_SPEED, MIN_SPEED
 from omnivoice_rt.request import DOOR_NORMALIZE_TEXT, DOOR_PRESET, PRESETS, check_text
 from omnivoice_rt.request import Request as SynthesisRequest
 from omnivoice_rt.text import resolve_instruct, resolve_language
-from omnivoice_rt.voice_prompt import VoicePrompt
 from space.serving import Service, resolve_seed
+from space.voices import AUTO_VOICE, DESIGNED_VOICES, VoiceLibrary
 
 logger = logging.getLogger(__name__)
 
-# OpenAI's voice names as voice-design instructs: a voice of the same kind, not the same voice.
-OPENAI_VOICES = {
-    "alloy": "female, middle-aged, moderate pitch",
-    "ash": "male, young adult, moderate pitch",
-    "ballad": "male, middle-aged, moderate pitch, british accent",
-    "coral": "female, young adult, high pitch",
-    "echo": "male, middle-aged, moderate pitch",
-    "fable": "male, young adult, british accent",
-    "nova": "female, young adult, moderate pitch",
-    "onyx": "male, middle-aged, very low pitch",
-    "sage": "female, middle-aged, low pitch",
-    "shimmer": "female, young adult, very high pitch",
-    "verse": "male, young adult, low pitch",
-    "marin": "female, young adult, american accent",
-    "cedar": "male, middle-aged, low pitch, american accent",
-}
-AUTO_VOICE = "auto"  # the model chooses the voice
+OPENAI_VOICES = DESIGNED_VOICES  # OpenAI's voice names, as voice designs
 # OpenAI's model names, taken as presets of the server's default precision.
 OPENAI_MODELS = {"tts-1": "fast", "gpt-4o-mini-tts": DOOR_PRESET, "tts-1-hd": "best"}
 MODEL = "omnivoice"  # the server's default precision and preset; "omnivoice-int8" and so on name a precision
 MAX_BODY_BYTES = 1 << 20  # a request body: 10,000 characters of text are at most 40 kB of JSON
-VOICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 class ApiError(Exception):
@@ -136,18 +117,14 @@ class SpeechRequest:
 
 
 class OpenAIDoor:
-    """The routes, over the server's ``Service``; ``voice_dir`` holds saved voice prompts (``NAME.npz``
-    is the voice NAME); with ``api_key`` set, every request must carry it as a bearer token."""
+    """The routes, over the server's ``Service`` and its voice ``library``; with ``api_key`` set,
+    every request must carry it as a bearer token."""
 
     def __init__(
-        self, service: Service, voice_dir: str | Path | None = None, api_key: str | None = None
+        self, service: Service, library: VoiceLibrary | None = None, api_key: str | None = None
     ):
         self.service = service
-        self.voice_dir = Path(voice_dir) if voice_dir else None
-        if self.voice_dir is not None and not self.voice_dir.is_dir():
-            raise FileNotFoundError(
-                f"--voices {self.voice_dir}: no such folder; create it, or leave --voices out"
-            )
+        self.library = library or VoiceLibrary()
         self.api_key = api_key or None
         self.formats = available_formats()
         # Threads for the requests waiting in the line or being served; past it a request waits without one.
@@ -169,15 +146,6 @@ class OpenAIDoor:
         )
         table.update({name: (default, preset) for name, preset in OPENAI_MODELS.items()})
         return table
-
-    def saved_voices(self) -> dict[str, Path]:
-        if self.voice_dir is None:
-            return {}
-        return {
-            path.stem: path
-            for path in sorted(self.voice_dir.glob("*.npz"))
-            if VOICE_NAME.fullmatch(path.stem)
-        }
 
     # ------------------------------------------------------------------ requests
 
@@ -221,10 +189,10 @@ class OpenAIDoor:
                 "'voice' must be a voice name (GET /v1/audio/voices lists them).",
                 param="voice",
             )
-        saved = self.saved_voices()
-        if voice not in saved and voice not in OPENAI_VOICES and voice != AUTO_VOICE:
-            names = ", ".join([AUTO_VOICE, *OPENAI_VOICES, *saved])
-            raise ApiError(400, f"Unknown voice {voice!r}; choose one of {names}.", param="voice")
+        try:
+            voice_options = self.library.options(voice)
+        except ValueError as exc:
+            raise ApiError(400, str(exc), param="voice") from exc
         fmt = body.get("response_format") or "mp3"
         if fmt not in self.formats:
             raise ApiError(
@@ -239,9 +207,7 @@ class OpenAIDoor:
                 f"Unknown stream_format {stream_format!r}; use 'audio' or 'sse'.",
                 param="stream_format",
             )
-        instruct = body.get("instructions") or (
-            OPENAI_VOICES.get(voice) if voice not in saved else None
-        )
+        instruct = body.get("instructions") or voice_options.get("instruct")
         try:
             if instruct is not None and not isinstance(instruct, str):
                 raise ValueError("'instructions' must be a string.")
@@ -281,18 +247,11 @@ class OpenAIDoor:
             resolve_language(language)
         except ValueError as exc:
             raise ApiError(400, str(exc), param="language") from exc
-        if voice in saved:
-            try:
-                VoicePrompt.load(saved[voice])
-            except (ValueError, OSError) as exc:
-                raise ApiError(
-                    400, f"The saved voice {voice!r} cannot be used: {exc}", param="voice"
-                ) from exc
         options = {
             "text": text,
-            "language": language or None,
+            "language": language or voice_options.get("language"),
             "instruct": instruct,
-            "voice_prompt": str(saved[voice]) if voice in saved else None,
+            "voice_prompt": voice_options.get("voice_prompt"),
             "speed": float(speed),
             "seed": resolve_seed(seed, seed is None),
             "normalize_text": normalize_text,
@@ -361,24 +320,13 @@ class OpenAIDoor:
             ]
             return {"object": "list", "data": data}
 
-        @router.get("/audio/voices")
-        async def voices(request: Request):
-            self.check_key(request)
-            data = [{"id": AUTO_VOICE, "object": "voice", "kind": "auto", "instruct": None}]
-            data += [
-                {"id": name, "object": "voice", "kind": "design", "instruct": instruct}
-                for name, instruct in OPENAI_VOICES.items()
-            ]
-            data += [
-                {"id": name, "object": "voice", "kind": "saved", "instruct": None}
-                for name in self.saved_voices()
-            ]
-            return {"object": "list", "data": data}
-
         return router
 
     def install(self, app: FastAPI) -> None:
+        from space.voices_api import voice_routes
+
         app.include_router(self.router())
+        app.include_router(voice_routes(self))
 
         async def handler(_request, exc: ApiError):
             return exc.response()

@@ -176,7 +176,7 @@ def test_a_long_text_streams_piece_by_piece(client, runtime):
 def test_a_saved_voice_prompt_is_a_voice(client, runtime, saved_voices):
     listed = {v["id"]: v["kind"] for v in client.get("/audio/voices", cast_to=object)["data"]}
     assert (
-        listed["narrator"] == "saved"
+        listed["narrator"] == "clone"
         and listed["alloy"] == "design"
         and "not a voice" not in listed
     )

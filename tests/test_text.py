@@ -167,3 +167,21 @@ def test_audio_helpers_equal_upstream():
     np.testing.assert_array_equal(
         cross_fade(chunks, 24000), up_audio.cross_fade_chunks(chunks, 24000)
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "sentences", "rest"),
+    [
+        ("Hello there. How are", ["Hello there."], "How are"),
+        ("Dr. Smith is here. Ok", ["Dr. Smith is here."], "Ok"),
+        ('He said "stop." Then', ['He said "stop."'], "Then"),
+        ("Pi is 3.14 today! Yes? No", ["Pi is 3.14 today!", "Yes?"], "No"),
+        ("你好。我是", ["你好。"], "我是"),
+        ("Done.", [], "Done."),  # the end of what arrived is not yet the end of a sentence
+        ("", [], ""),
+    ],
+)
+def test_complete_sentences_of_a_text_still_arriving(text, sentences, rest):
+    from omnivoice_rt.text import complete_sentences
+
+    assert complete_sentences(text) == (sentences, rest)

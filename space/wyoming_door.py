@@ -1,0 +1,468 @@
+"""The Wyoming door, for Home Assistant: ``python app.py --wyoming tcp://0.0.0.0:10200``.
+
+Served with the ``wyoming`` package's own server (``AsyncServer``) on an event loop of its own, in
+the server's one line with the other doors, under the same limits, preset and defaults:
+
+- ``describe`` -> ``info``: one TTS program whose voices are the auto voice, the designed voices
+  and the voice library's (read again at every describe);
+- ``synthesize`` -> ``audio-start``, ``audio-chunk``..., ``audio-stop``: 16-bit mono PCM at 24 kHz,
+  sentence by sentence as they are made;
+- streamed text (``synthesize-start``, ``synthesize-chunk``..., ``synthesize-stop``): each sentence
+  is spoken as soon as it is complete, the later ones in the first one's voice; then
+  ``synthesize-stopped``. The ``synthesize`` sent inside a stream (for older servers) is ignored;
+- bad input: an ``error`` event with a code and the runtime's one-line message; the connection
+  stays usable (except after a frame that cannot be read: then it is closed). A client that goes
+  away stops its synthesis at the next step and frees the line.
+
+Beyond the protocol, a ``synthesize`` or ``synthesize-start`` may carry ``seed`` (an integer) in
+its data, for the same audio again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from urllib.parse import urlparse
+
+import numpy as np
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.error import Error
+from wyoming.event import Event
+from wyoming.info import Attribution, Describe, Info, TtsProgram, TtsVoice
+from wyoming.ping import Ping, Pong
+from wyoming.server import AsyncEventHandler, AsyncServer
+from wyoming.tts import (
+    Synthesize,
+    SynthesizeChunk,
+    SynthesizeStart,
+    SynthesizeStop,
+    SynthesizeStopped,
+)
+
+from omnivoice_rt import __version__
+from omnivoice_rt.errors import ArtifactError, Busy, Cancelled, SynthesisError
+from omnivoice_rt.formats import pcm16
+from omnivoice_rt.limits import MAX_TEXT_CHARS
+from omnivoice_rt.request import DOOR_NORMALIZE_TEXT, DOOR_PRESET, Request, check_text
+from omnivoice_rt.text import LANG_IDS, TAG_ALIASES, complete_sentences, resolve_language
+from omnivoice_rt.voice_prompt import VoicePrompt
+from space.serving import Service, resolve_seed
+from space.voices import VoiceLibrary
+
+logger = logging.getLogger(__name__)
+
+PROGRAM = "omnivoice-onnx"
+ATTRIBUTION = Attribution(name="k2-fsa", url="https://github.com/k2-fsa/OmniVoice")
+SAMPLES_PER_CHUNK = 1024  # audio-chunk events of 1024 samples, as wyoming-piper sends them
+MAX_FRAME_BYTES = 1 << 20  # an event's data and payload: a text is at most 40 kB of JSON
+MAX_QUEUED_EVENTS = 256  # events read ahead of the one being answered
+# Languages advertised (BCP-47): OmniVoice's codes that have a two-letter form, the two-letter tags
+# of those it knows by a three-letter code only, and the widely spoken ones with no two-letter tag.
+# A request may name any language the runtime takes (a code, a name, a tag such as en-US).
+DEPRECATED_TAGS = {"iw", "in", "ji"}
+EXTRA_LANGUAGES = ("yue",)  # Cantonese
+LANGUAGES = sorted(
+    {code for code in LANG_IDS if len(code) == 2}
+    | {tag for tag, code in TAG_ALIASES.items() if code in LANG_IDS and tag not in DEPRECATED_TAGS}
+    | {code for code in EXTRA_LANGUAGES if code in LANG_IDS}
+)
+
+
+class WyomingError(Exception):
+    """A request refused: sent as an ``error`` event with ``code``."""
+
+    def __init__(self, code: str, text: str):
+        super().__init__(text)
+        self.code, self.text = code, text
+
+
+class BadFrame(Exception):
+    """Bytes that are not a Wyoming event: the connection cannot go on."""
+
+
+def error_event(exc: Exception) -> Event:
+    """The runtime's error vocabulary as a Wyoming ``error`` event."""
+    if isinstance(exc, WyomingError):
+        return Error(text=exc.text, code=exc.code).event()
+    if isinstance(exc, Busy):
+        return Error(text=str(exc), code="busy").event()
+    if isinstance(exc, ArtifactError):
+        return Error(text=f"The model cannot be loaded: {exc}", code="model-unavailable").event()
+    if isinstance(exc, SynthesisError):
+        return Error(text=str(exc), code="synthesis-failed").event()
+    if isinstance(exc, (ValueError, FileNotFoundError)):
+        return Error(text=str(exc), code="bad-request").event()
+    logger.error("the Wyoming door failed on a request", exc_info=exc)
+    return Error(
+        text="The server failed on this request; its log has the detail.", code="server-error"
+    ).event()
+
+
+def check_uri(uri: str, zeroconf: str | None = None) -> None:
+    """``ValueError`` naming the fix unless ``uri`` is an address the door can serve."""
+    parsed = urlparse(uri)
+    try:
+        port = parsed.port
+    except ValueError:
+        port = None
+    if parsed.scheme not in ("tcp", "unix") or (
+        parsed.scheme == "tcp" and (not parsed.hostname or port is None)
+    ):
+        raise ValueError(
+            f"--wyoming {uri!r}: give an address such as tcp://0.0.0.0:10200 (Home Assistant's "
+            "usual port) or unix:///path/to/socket"
+        )
+    if zeroconf and parsed.scheme != "tcp":
+        raise ValueError("--wyoming-zeroconf needs a tcp:// address")
+
+
+class WyomingDoor:
+    """Serves ``uri`` (tcp://HOST:PORT or unix://PATH) over ``service`` and ``library``; with
+    ``zeroconf`` (a name), advertised over mDNS for Home Assistant's discovery."""
+
+    def __init__(
+        self, service: Service, library: VoiceLibrary, uri: str, zeroconf: str | None = None
+    ):
+        check_uri(uri, zeroconf)
+        self.service, self.library, self.uri, self.zeroconf = service, library, uri, zeroconf
+        # Waiting for a turn holds a thread: as many as can wait, and the ones being served.
+        self.executor = ThreadPoolExecutor(
+            service.line.max_waiting + service.line.slots + 1, thread_name_prefix="wyoming"
+        )
+        self.ready = threading.Event()  # listening
+        self.server: AsyncServer | None = None
+
+    def start(self) -> threading.Thread:
+        """Serve in the background, on an event loop of its own; returns once it listens."""
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                asyncio.run(self.serve())
+            except BaseException as exc:  # noqa: BLE001 - reported to start(), then logged
+                failure.append(exc)
+                self.ready.set()
+                logger.error("the Wyoming door stopped: %s", exc)
+
+        thread = threading.Thread(target=run, name="wyoming", daemon=True)
+        thread.start()
+        self.ready.wait(30)
+        if failure:
+            raise ValueError(f"--wyoming {self.uri}: cannot serve there: {failure[0]}")
+        return thread
+
+    async def serve(self) -> None:
+        self.server = AsyncServer.from_uri(self.uri)
+        await self.server.start(partial(Connection, self))
+        logger.info("Wyoming door listening on %s", self.uri)
+        if self.zeroconf:
+            await self.advertise(self.server.host, self.server.port)
+        self.ready.set()
+        await asyncio.Event().wait()  # until the process ends
+
+    async def advertise(self, host: str, port: int) -> None:
+        try:
+            from wyoming.zeroconf import HomeAssistantZeroconf
+
+            announced = None if host in ("0.0.0.0", "", "::") else host
+            await HomeAssistantZeroconf(
+                port=port, name=self.zeroconf, host=announced
+            ).register_server()
+            logger.info("Wyoming door advertised over zeroconf as %r", self.zeroconf)
+        except Exception as exc:  # noqa: BLE001 - the door works without it; Home Assistant can be told the address
+            logger.warning("zeroconf advertisement failed (%s); add the server by its address", exc)
+
+    def info(self) -> Info:
+        voices = [
+            TtsVoice(
+                name=entry.name,
+                description=describe_voice(entry),
+                attribution=ATTRIBUTION,
+                installed=True,
+                version=None,
+                languages=[as_tag(entry.language)] if entry.language else list(LANGUAGES),
+            )
+            for entry in self.library.entries()
+        ]
+        program = TtsProgram(
+            name=PROGRAM,
+            description="OmniVoice text to speech on ONNX Runtime (no PyTorch)",
+            attribution=ATTRIBUTION,
+            installed=True,
+            version=__version__,
+            voices=voices,
+            supports_synthesize_streaming=True,
+        )
+        return Info(tts=[program])
+
+
+def as_tag(code: str) -> str:
+    """A language code as Home Assistant's BCP-47 tag (``arb`` -> ``ar``)."""
+    tags = {code: tag for tag, code in TAG_ALIASES.items() if tag not in DEPRECATED_TAGS}
+    return tags.get(code, code)
+
+
+def describe_voice(entry) -> str:
+    if entry.kind == "auto":
+        return "OmniVoice chooses a voice"
+    if entry.kind == "design":
+        return f"designed: {entry.instruct}"
+    return f"cloned from {entry.duration:g} s of speech"
+
+
+class Connection(AsyncEventHandler):
+    """One client. Its events are read as they come (so a client that leaves is noticed at once)
+    and answered one after another, in order, by ``answer``."""
+
+    def __init__(self, door: WyomingDoor, reader, writer):
+        super().__init__(reader, writer)
+        self.door = door
+        self.loop = asyncio.get_running_loop()
+        self.stopped = threading.Event()  # the client went away: its synthesis stops
+        self.events: asyncio.Queue = asyncio.Queue()
+        self.stream: dict | None = None  # a text stream under way: voice, seed, text so far
+
+    async def handle_event(self, event: Event) -> bool:  # the base class's; run() is ours
+        return True
+
+    async def run(self) -> None:
+        worker = asyncio.create_task(self.answer())
+        try:
+            while True:
+                event = await read_event(self.reader)
+                if event is None:
+                    break
+                if self.events.qsize() >= MAX_QUEUED_EVENTS:
+                    raise BadFrame(
+                        f"more than {MAX_QUEUED_EVENTS} events sent ahead of the answers"
+                    )
+                self.events.put_nowait(event)
+        except BadFrame as exc:
+            with contextlib.suppress(Exception):
+                await self.write_event(
+                    Error(text=f"Not a Wyoming event: {exc}", code="bad-frame").event()
+                )
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            self.stopped.set()  # whatever is being made stops at its next step
+            self.events.put_nowait(None)
+            with contextlib.suppress(BaseException):
+                await worker
+            self.writer.close()
+
+    async def answer(self) -> None:
+        while (event := await self.events.get()) is not None and not self.stopped.is_set():
+            try:
+                await self.handle(event)
+            except Cancelled:
+                logger.info("a Wyoming client went away; its synthesis stopped")
+                return
+            except Exception as exc:  # noqa: BLE001 - every refusal in the protocol's words
+                if isinstance(exc, ConnectionError) or self.writer.is_closing():
+                    self.stopped.set()  # the client is gone: nobody to tell
+                    logger.info("a Wyoming client went away; its answer stopped")
+                    return
+                await self.write_event(error_event(exc))
+
+    # ------------------------------------------------------------------ events
+
+    async def handle(self, event: Event) -> None:
+        data = event.data if isinstance(event.data, dict) else {}
+        if Describe.is_type(event.type):
+            info = await self.in_thread(self.door.info)
+            await self.write_event(info.event())
+        elif Ping.is_type(event.type):
+            await self.write_event(Pong(text=data.get("text")).event())
+        elif Synthesize.is_type(event.type):
+            if self.stream is not None:  # sent inside a stream for older servers: ignored
+                return
+            voice = self.voice(data)
+            await self.speak(text_of(data), voice, seed_of(data))
+        elif SynthesizeStart.is_type(event.type):
+            self.stream = None  # a start inside a stream begins a new one
+            self.stream = {"voice": self.voice(data), "seed": seed_of(data), "text": "", "said": 0}
+        elif SynthesizeChunk.is_type(event.type):
+            stream = self.streaming("synthesize-chunk")
+            text = data.get("text")
+            if not isinstance(text, str):
+                raise WyomingError("bad-event", "synthesize-chunk needs 'text', a string.")
+            stream["said"] += len(text)
+            if stream["said"] > MAX_TEXT_CHARS:
+                self.stream = None
+                raise WyomingError(
+                    "text-too-long",
+                    f"The streamed text is over {MAX_TEXT_CHARS} characters; the stream is "
+                    "dropped. Send shorter answers.",
+                )
+            sentences, stream["text"] = complete_sentences(stream["text"] + text)
+            for sentence in sentences:
+                await self.speak_streamed(stream, sentence)
+        elif SynthesizeStop.is_type(event.type):
+            stream = self.streaming("synthesize-stop")
+            if stream["text"].strip():
+                await self.speak_streamed(stream, stream["text"])
+            self.stream = None
+            await self.write_event(SynthesizeStopped().event())
+        else:
+            raise WyomingError(
+                "unknown-event",
+                f"This server does not take {event.type[:40]!r} events; it takes describe, "
+                "synthesize, synthesize-start, synthesize-chunk, synthesize-stop and ping.",
+            )
+
+    def streaming(self, what: str) -> dict:
+        if self.stream is None:
+            raise WyomingError("no-stream", f"{what} came without a synthesize-start before it.")
+        return self.stream
+
+    def voice(self, data: dict) -> dict:
+        """A request's voice options (``voice`` of the event's data: name, language)."""
+        voice = data.get("voice") or {}
+        if not isinstance(voice, dict):
+            raise WyomingError("bad-event", "'voice' must be an object: {'name', 'language'}.")
+        name, language = voice.get("name") or "auto", voice.get("language")
+        try:
+            options = self.door.library.options(name)
+        except ValueError as exc:
+            raise WyomingError("unknown-voice", str(exc)) from None
+        if language is not None:
+            if not isinstance(language, str):
+                raise WyomingError(
+                    "bad-event", "the voice's 'language' must be a string such as 'en-US'."
+                )
+            options["language"] = resolve_language(language) or options.get("language")
+        return options
+
+    # ------------------------------------------------------------------ speech
+
+    async def speak_streamed(self, stream: dict, sentence: str) -> None:
+        """One sentence of a stream; the first one's voice becomes the voice of the rest (when the
+        voice is not a reference's already), as a long text's pieces take the first's."""
+        first = await self.speak(sentence, stream["voice"], stream["seed"])
+        if first is not None and "voice_prompt" not in stream["voice"]:
+            prompt = VoicePrompt(
+                codes=first.codes[0],
+                text=first.metadata["text"],
+                rms=float(np.sqrt(np.mean(np.square(first.waveform)))),
+            )
+            stream["voice"] = {**stream["voice"], "voice_prompt": prompt}
+
+    async def speak(self, text: str, voice: dict, seed: int):
+        """audio-start, the audio as it is made, audio-stop; returns the first piece."""
+        request = await self.in_thread(build_request, text, voice, seed)
+        stack, pieces = await self.in_thread(self.open, request)
+        first = None
+        try:
+            while (piece := await self.in_thread(next, pieces, None)) is not None:
+                if first is None:
+                    first = piece
+                    await self.write_event(
+                        AudioStart(rate=piece.sample_rate, width=2, channels=1).event()
+                    )
+                samples, step = pcm16(piece.waveform).tobytes(), SAMPLES_PER_CHUNK * 2
+                for offset in range(0, len(samples), step):
+                    chunk = AudioChunk(
+                        rate=piece.sample_rate,
+                        width=2,
+                        channels=1,
+                        audio=samples[offset : offset + step],
+                    )
+                    await self.write_event(chunk.event())
+            await self.write_event(AudioStop().event())
+        except Exception:
+            if first is not None and not self.writer.is_closing():  # the audio ends here
+                with contextlib.suppress(Exception):
+                    await self.write_event(AudioStop().event())
+            raise
+        finally:
+            await self.in_thread(stack.close)  # the turn in the line goes back
+        return first
+
+    def open(self, request: Request):
+        """Load, wait for a turn, start the synthesis (in a worker thread): (turn, pieces)."""
+        stack = contextlib.ExitStack()
+        try:
+            voice, synthesis, _ = stack.enter_context(
+                self.door.service.prepared(
+                    self.door.service.models.default, request, should_stop=self.stopped.is_set
+                )
+            )
+            return stack, voice.stream(synthesis, sentences=True, should_stop=self.stopped.is_set)
+        except BaseException:
+            stack.close()
+            raise
+
+    async def in_thread(self, function, *args):
+        return await self.loop.run_in_executor(self.door.executor, function, *args)
+
+
+def build_request(text: str, voice: dict, seed: int) -> Request:
+    """The synthesis request, checked (and its text normalized, which takes a moment)."""
+    options = {
+        "text": check_text(text),
+        "seed": seed,
+        "normalize_text": DOOR_NORMALIZE_TEXT,
+        "language": voice.get("language"),
+        "instruct": voice.get("instruct"),
+    }
+    prompt = voice.get("voice_prompt")  # a library voice's file, or a stream's first sentence
+    if isinstance(prompt, str):
+        options["voice_prompt"] = prompt
+    request = Request.from_options(options, DOOR_PRESET)
+    if isinstance(prompt, VoicePrompt):
+        request = request.with_prompt(prompt)
+    request.normalized  # noqa: B018 - normalized here, in the worker thread, before the line
+    return request
+
+
+def text_of(data: dict) -> str:
+    text = data.get("text")
+    if not isinstance(text, str):
+        raise WyomingError("bad-event", "synthesize needs 'text', a string.")
+    return text
+
+
+def seed_of(data: dict) -> int:
+    seed = data.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
+        raise WyomingError("bad-event", "'seed' must be a non-negative integer.")
+    return resolve_seed(seed, seed is None)
+
+
+async def read_event(reader: asyncio.StreamReader) -> Event | None:
+    """The next event (None: the client closed), each part bounded; ``BadFrame`` for bytes that
+    are not one (``wyoming.event.async_read_event`` reads unbounded and says nothing)."""
+    try:
+        line = await reader.readline()
+    except ValueError:  # over the reader's line limit (64 kB)
+        raise BadFrame("its header line is over 64 kB") from None
+    if not line:
+        return None
+    try:
+        header = json.loads(line)
+    except ValueError:
+        raise BadFrame("its header line is not JSON") from None
+    if not isinstance(header, dict) or not isinstance(header.get("type"), str):
+        raise BadFrame("its header is not an object with a 'type'")
+    lengths = [header.get("data_length") or 0, header.get("payload_length") or 0]
+    if any(not isinstance(n, int) or n < 0 or n > MAX_FRAME_BYTES for n in lengths):
+        raise BadFrame(f"its data_length and payload_length must be 0 to {MAX_FRAME_BYTES} bytes")
+    data = header.get("data") or {}
+    if not isinstance(data, dict):
+        raise BadFrame("its 'data' is not an object")
+    if lengths[0]:
+        try:
+            extra = json.loads(await reader.readexactly(lengths[0]))
+        except ValueError:
+            raise BadFrame("its data is not JSON") from None
+        if not isinstance(extra, dict):
+            raise BadFrame("its data is not an object")
+        data.update(extra)
+    payload = await reader.readexactly(lengths[1]) if lengths[1] else None
+    return Event(type=header["type"], data=data, payload=payload)

@@ -1,0 +1,417 @@
+"""The Wyoming door (Home Assistant) and the voice library's HTTP door, on a real server on
+127.0.0.1, called with the ``wyoming`` package's ``AsyncTcpClient``, ``httpx`` and ``openai``."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+
+import httpx
+import numpy as np
+import openai
+import pytest
+from wyoming.client import AsyncTcpClient
+from wyoming.event import Event
+from wyoming.info import Describe, Info
+from wyoming.tts import SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
+
+from omnivoice_build.equivalence import write_reference
+from omnivoice_rt.formats import pcm16
+from omnivoice_rt.model import OmniVoiceONNX
+from omnivoice_rt.request import DOOR_PRESET, Request
+from omnivoice_rt.voice_prompt import VoicePrompt
+from space.voices import DESIGNED_VOICES
+from tests.conftest import free_port, running_app
+
+KEY = "sk-test-wyoming"
+LONG = " ".join(
+    f"This is sentence number {n} of a longer text, said slowly and clearly." for n in range(12)
+)
+
+
+@pytest.fixture(scope="module")
+def voices_dir(cpu_artifacts, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("library")
+    reference = write_reference(str(folder.parent / "narrator.wav"))
+    voice = OmniVoiceONNX.load(cpu_artifacts, "int4")
+    voice.create_voice_prompt(reference, "This is the narrator speaking.").save(
+        folder / "narrator.npz"
+    )
+    return folder
+
+
+@pytest.fixture(scope="module")
+def server(cpu_artifacts, tiny_whisper, voices_dir, tmp_path_factory):
+    """The app with its Wyoming door, a writable voice library and an API key; yields (url, port, log)."""
+    log = tmp_path_factory.mktemp("wyoming") / "server.log"
+    port = free_port()
+    args = [
+        *("--artifacts", str(cpu_artifacts), "--asr-model", str(tiny_whisper)),
+        *("--voices", str(voices_dir), "--voices-writable"),
+        *("--wyoming", f"tcp://127.0.0.1:{port}"),
+    ]
+    with running_app(args, log, HF_HUB_OFFLINE="1", OMNIVOICE_API_KEY=KEY) as url:
+        yield url, port, log
+
+
+@pytest.fixture(scope="module")
+def runtime(cpu_artifacts):
+    return OmniVoiceONNX.load(cpu_artifacts, "int4")
+
+
+def expected(runtime, text: str, seed: int, prompt=None, **options) -> np.ndarray:
+    """What the door should send: the runtime's ``stream`` (sentence pieces) for the same voice,
+    seed and the doors' settings, as 16-bit samples."""
+    request = Request.from_options(
+        {"text": text, "seed": seed, "normalize_text": True, **options}, DOOR_PRESET
+    )
+    if prompt is not None:
+        request = request.with_prompt(prompt)
+    return np.concatenate(
+        [pcm16(piece.waveform) for piece in runtime.stream(request, sentences=True)]
+    )
+
+
+async def answer(client: AsyncTcpClient, until: str = "audio-stop") -> tuple[list[str], bytes]:
+    """The event types up to ``until`` (or an error) and the audio they carried."""
+    types, audio = [], b""
+    while True:
+        event = await asyncio.wait_for(client.read_event(), 120)
+        assert event is not None, "the server closed the connection"
+        types.append(event.type)
+        if event.type == "audio-chunk":
+            assert (event.data["rate"], event.data["width"], event.data["channels"]) == (
+                24000,
+                2,
+                1,
+            )
+            audio += event.payload
+        if event.type in (until, "error"):
+            return types, audio
+
+
+def speak(
+    port: int, text: str, seed: int, voice: dict | None = None
+) -> tuple[list[str], np.ndarray]:
+    async def run():
+        async with AsyncTcpClient("127.0.0.1", port) as client:
+            data = {"text": text, "seed": seed, **({"voice": voice} if voice else {})}
+            await client.write_event(Event("synthesize", data))
+            return await answer(client)
+
+    types, audio = asyncio.run(run())
+    return types, np.frombuffer(audio, np.int16)
+
+
+async def describe(client: AsyncTcpClient) -> Info:
+    await client.write_event(Describe().event())
+    return Info.from_event(await asyncio.wait_for(client.read_event(), 30))
+
+
+def test_describe_lists_one_streaming_program_and_its_voices(server):
+    _, port, _ = server
+
+    async def run():
+        async with AsyncTcpClient("127.0.0.1", port) as client:
+            return await describe(client)
+
+    (program,) = asyncio.run(run()).tts
+    assert program.name == "omnivoice-onnx" and program.supports_synthesize_streaming
+    assert program.attribution.url == "https://github.com/k2-fsa/OmniVoice" and program.version
+    voices = {voice.name: voice for voice in program.voices}
+    assert {"auto", "narrator", *DESIGNED_VOICES} <= set(voices)
+    languages = voices["auto"].languages
+    # two-letter tags, Arabic under its tag (OmniVoice knows it as 'arb'), Cantonese with none
+    assert {"en", "zh", "de", "ar", "yue"} <= set(languages) and "arb" not in languages
+    assert all(len(tag) == 2 for tag in languages if tag != "yue")
+
+
+def test_synthesize_short_and_long_text_equals_the_runtime(server, runtime):
+    _, port, _ = server
+    types, audio = speak(port, "Hello from Home Assistant.", 5, {"name": "alloy"})
+    assert types[0] == "audio-start" and types[-1] == "audio-stop"
+    np.testing.assert_array_equal(
+        audio, expected(runtime, "Hello from Home Assistant.", 5, instruct=DESIGNED_VOICES["alloy"])
+    )
+    # a long text, sentence by sentence as they are made; a tag as Home Assistant sends it
+    types, audio = speak(port, LONG, 6, {"language": "en-US"})
+    assert types.count("audio-chunk") > 10 and types.count("audio-start") == 1
+    np.testing.assert_array_equal(audio, expected(runtime, LONG, 6, language="en"))
+
+
+def test_streamed_text_is_spoken_sentence_by_sentence_before_the_stop(server, runtime, voices_dir):
+    _, port, _ = server
+
+    async def run():
+        async with AsyncTcpClient("127.0.0.1", port) as client:
+            start = SynthesizeStart(voice=SynthesizeVoice(name="narrator")).event()
+            start.data["seed"] = 9
+            await client.write_event(start)
+            await client.write_event(SynthesizeChunk("The first sentence ").event())
+            await client.write_event(SynthesizeChunk("is complete. The sec").event())
+            # audio for the first sentence comes before the stream ends
+            first_types, first = await answer(client)
+            await client.write_event(SynthesizeChunk("ond one ends here. And a last").event())
+            await client.write_event(Event("synthesize", {"text": "ignored inside a stream"}))
+            await client.write_event(SynthesizeStop().event())
+            rest_types, _ = await answer(client, until="synthesize-stopped")
+            return first_types, first, rest_types
+
+    first_types, first, rest_types = asyncio.run(run())
+    assert first_types[0] == "audio-start" and first_types[-1] == "audio-stop"
+    assert rest_types.count("audio-start") == 2 and rest_types[-1] == "synthesize-stopped"
+    assert "error" not in rest_types
+    narrator = VoicePrompt.load(voices_dir / "narrator.npz")
+    np.testing.assert_array_equal(
+        np.frombuffer(first, np.int16),
+        expected(runtime, "The first sentence is complete.", 9, prompt=narrator),
+    )
+
+
+@pytest.mark.parametrize(
+    ("event", "code", "words"),
+    [
+        (
+            Event("synthesize", {"text": "Hi.", "voice": {"name": "bob"}}),
+            "unknown-voice",
+            "choose one of auto",
+        ),
+        (Event("synthesize", {"text": 5}), "bad-event", "'text', a string"),
+        (Event("synthesize", {"text": "   "}), "bad-request", "text is empty"),
+        (Event("synthesize", {"text": "x" * 10_001}), "bad-request", "the limit is 10000"),
+        (Event("synthesize", {"text": "Hi.", "voice": "alloy"}), "bad-event", "must be an object"),
+        (Event("synthesize", {"text": "Hi.", "seed": -1}), "bad-event", "non-negative integer"),
+        (
+            Event("synthesize", {"text": "Hi.", "voice": {"language": "Klingon"}}),
+            "bad-request",
+            "Unknown language",
+        ),
+        (Event("synthesize-chunk", {"text": "Hi."}), "no-stream", "without a synthesize-start"),
+        (Event("synthesize-stop"), "no-stream", "without a synthesize-start"),
+        (Event("transcribe"), "unknown-event", "does not take 'transcribe'"),
+    ],
+)
+def test_bad_events_get_an_error_and_the_connection_goes_on(server, event, code, words):
+    _, port, _ = server
+
+    async def run():
+        async with AsyncTcpClient("127.0.0.1", port) as client:
+            await client.write_event(event)
+            error = await asyncio.wait_for(client.read_event(), 30)
+            info = await describe(client)  # the same connection, still served
+            return error, info
+
+    error, info = asyncio.run(run())
+    assert error.type == "error" and error.data["code"] == code, error
+    assert words in error.data["text"] and "\n" not in error.data["text"]
+    assert info.tts[0].name == "omnivoice-onnx"
+
+
+def test_a_stream_over_the_limit_is_dropped(server):
+    _, port, _ = server
+
+    async def run():
+        async with AsyncTcpClient("127.0.0.1", port) as client:
+            await client.write_event(SynthesizeStart().event())
+            await client.write_event(SynthesizeChunk("word " * 2100).event())
+            error = await asyncio.wait_for(client.read_event(), 30)
+            await client.write_event(SynthesizeStop().event())
+            return error, await asyncio.wait_for(client.read_event(), 30)
+
+    error, after = asyncio.run(run())
+    assert error.data["code"] == "text-too-long" and after.data["code"] == "no-stream"
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        b"not json\n",
+        b'{"type": "describe", "data_length": -4}\n',
+        b'{"type": "x", "payload_length": 99999999}\n',
+        b"[1, 2]\n",
+    ],
+)
+def test_bytes_that_are_not_an_event_close_the_connection_with_an_error(server, frame):
+    _, port, _ = server
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as raw:
+        raw.sendall(frame)
+        received = b""
+        while chunk := raw.recv(65536):
+            received += chunk
+    assert b'"bad-frame"' in received and b"Not a Wyoming event" in received
+
+    async def run():
+        async with AsyncTcpClient("127.0.0.1", port) as client:
+            return await describe(client)
+
+    assert asyncio.run(run()).tts  # the server is alive
+
+
+def test_two_wyoming_clients_and_an_openai_client_are_served_in_arrival_order(server, runtime):
+    url, port, _ = server
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0)
+
+    def through_wyoming(n):
+        types, audio = speak(port, LONG, n)
+        assert "error" not in types
+        return audio
+
+    def through_openai(n):
+        data = client.audio.speech.create(
+            model="omnivoice",
+            voice="auto",
+            input=LONG,
+            response_format="pcm",
+            extra_body={"seed": n},
+        ).content
+        return np.frombuffer(data, np.int16)
+
+    callers = [through_wyoming, through_openai, through_wyoming]
+    finished, results = [], {}
+
+    def call(n):
+        results[n] = callers[n](n)
+        finished.append(n)
+
+    def in_line() -> int:
+        health = httpx.get(f"{url}/health").json()
+        return health["serving"] + health["waiting"]
+
+    threads = [threading.Thread(target=call, args=(n,)) for n in range(len(callers))]
+    for n, thread in enumerate(threads):
+        thread.start()
+        deadline = time.time() + 60
+        while in_line() < n + 1:
+            assert time.time() < deadline, f"caller {n} never reached the line"
+            time.sleep(0.02)
+    for thread in threads:
+        thread.join(timeout=300)
+    assert finished == [0, 1, 2]
+    np.testing.assert_array_equal(results[0], expected(runtime, LONG, 0))
+    np.testing.assert_array_equal(results[2], expected(runtime, LONG, 2))
+
+
+def test_a_client_leaving_mid_answer_frees_the_line(server):
+    url, port, log = server
+
+    async def leave():
+        client = AsyncTcpClient("127.0.0.1", port)
+        await client.connect()
+        await client.write_event(Event("synthesize", {"text": LONG * 3, "seed": 1}))
+        while (await asyncio.wait_for(client.read_event(), 120)).type != "audio-chunk":
+            pass
+        await client.disconnect()  # gone after its first audio
+
+    asyncio.run(leave())
+    # it stops at the next step, or at the next piece if it was sending one; then the line is free
+    deadline = time.time() + 60
+    while "a Wyoming client went away" not in log.read_text():
+        assert time.time() < deadline, "the synthesis of a client that left never stopped"
+        time.sleep(0.1)
+    assert httpx.get(f"{url}/health").json()["serving"] == 0
+    types, _ = speak(port, "Next, please.", 2)
+    assert types[-1] == "audio-stop"
+
+
+def test_voices_added_over_http_are_described_and_used_by_name(server, runtime, voices_dir):
+    url, port, _ = server
+    headers = {"Authorization": f"Bearer {KEY}"}
+    design = httpx.post(
+        f"{url}/v1/audio/voices",
+        json={"name": "storyteller", "instruct": "male, low pitch", "language": "en"},
+        headers=headers,
+    )
+    assert design.status_code == 201 and design.json()["kind"] == "design", design.text
+    recording = write_reference(str(voices_dir.parent / "mine.wav"), seconds=2.0)
+    with open(recording, "rb") as audio:
+        clone = httpx.post(
+            f"{url}/v1/audio/voices",
+            data={"name": "mine", "transcript": "This is how I sound."},
+            files={"audio": ("mine.wav", audio, "audio/wav")},
+            headers=headers,
+            timeout=120,
+        )
+    assert clone.status_code == 201, clone.text
+    assert (clone.json()["kind"], clone.json()["duration"]) == (
+        "clone",
+        pytest.approx(2.0, abs=0.3),
+    )
+
+    async def run():
+        async with AsyncTcpClient("127.0.0.1", port) as client:
+            return await describe(client)
+
+    voices = {voice.name: voice for voice in asyncio.run(run()).tts[0].voices}
+    assert voices["storyteller"].languages == ["en"] and "mine" in voices
+    _, audio = speak(port, "A story begins.", 3, {"name": "storyteller"})
+    np.testing.assert_array_equal(
+        audio, expected(runtime, "A story begins.", 3, instruct="male, low pitch", language="en")
+    )
+    _, audio = speak(port, "In my own voice.", 4, {"name": "mine"})
+    np.testing.assert_array_equal(
+        audio, expected(runtime, "In my own voice.", 4, voice_prompt=str(voices_dir / "mine.npz"))
+    )
+    # the OpenAI door offers them too, and a removed voice is gone from every door
+    listed = httpx.get(f"{url}/v1/audio/voices", headers=headers).json()["data"]
+    assert {"storyteller", "mine"} <= {voice["id"] for voice in listed}
+    assert httpx.delete(f"{url}/v1/audio/voices/mine", headers=headers).status_code == 200
+    types, _ = speak(port, "Gone?", 1, {"name": "mine"})
+    assert types == ["error"]
+
+
+@pytest.mark.parametrize(
+    ("form", "status", "words"),
+    [
+        ({"data": {"name": "../../etc/passwd", "instruct": "female"}}, 400, "no spaces or slashes"),
+        ({"data": {"name": "alloy", "instruct": "female"}}, 400, "built-in voice"),
+        ({"data": {"name": "narrator", "instruct": "female"}}, 409, "exists already"),
+        ({"data": {"name": "x", "instruct": "speak warmly"}}, 400, "Valid English items"),
+        ({"data": {"name": "x"}}, 400, "exactly one of"),
+        ({"data": {"name": "x", "colour": "red"}}, 400, "Unknown or repeated field"),
+        (
+            {"data": {"name": "x"}, "files": {"audio": ("x.wav", b"not audio at all" * 100)}},
+            400,
+            "could not read the reference audio",
+        ),
+        (
+            {"data": {"name": "x"}, "files": {"prompt": ("x.npz", b"PK not a prompt")}},
+            400,
+            "not a usable voice prompt",
+        ),
+        (
+            {"data": {"name": "x"}, "files": {"audio": ("x.wav", b"\0" * (21 << 20))}},
+            413,
+            "over 20 MB",
+        ),
+        (
+            {"content": b"name=x", "headers": {"content-type": "text/plain"}},
+            415,
+            "multipart/form-data",
+        ),
+    ],
+)
+def test_bad_voice_uploads_are_refused_and_nothing_is_written(
+    server, voices_dir, form, status, words
+):
+    url, _, _ = server
+    before = sorted(path.name for path in voices_dir.iterdir())
+    headers = {"Authorization": f"Bearer {KEY}", **form.pop("headers", {})}
+    response = httpx.post(f"{url}/v1/audio/voices", headers=headers, timeout=120, **form)
+    assert response.status_code == status, response.text
+    assert words in response.json()["error"]["message"]
+    assert sorted(path.name for path in voices_dir.iterdir()) == before
+
+
+def test_voice_writes_need_the_key_and_a_writable_library(server, app_server):
+    url, _, _ = server
+    assert (
+        httpx.post(f"{url}/v1/audio/voices", json={"name": "x", "instruct": "male"}).status_code
+        == 401
+    )
+    assert httpx.delete(f"{url}/v1/audio/voices/narrator").status_code == 401
+    # a server without --voices-writable lists but does not write
+    refused = httpx.post(f"{app_server}/v1/audio/voices", json={"name": "x", "instruct": "male"})
+    assert refused.status_code == 403 and "--voices-writable" in refused.json()["error"]["message"]
+    assert httpx.get(f"{app_server}/v1/audio/voices").json()["data"][0]["id"] == "auto"
