@@ -84,12 +84,14 @@ EXAMPLES = [
 # ----------------------------------------------------------------------------- helpers
 
 
-def design_instruct(gender, age, pitch, style, accent, dialect, free_text) -> str | None:
-    """The voice-design controls as one instruct string (free text wins when given)."""
-    if free_text and free_text.strip():
-        return free_text.strip()
+def design_instruct(gender, age, pitch, style, accent, dialect) -> str:
+    """The voice-design choices as one instruct string, for the box that is sent (and editable)."""
     items = [x for x in (gender, age, pitch, style, accent, dialect) if x and x != "Any"]
-    return ", ".join(items) or None
+    return ", ".join(items)
+
+
+# The non-verbal tag buttons keep their labels on one line; they wrap as a row instead.
+PAGE_CSS = ".tag-button { white-space: nowrap; flex: 0 0 auto !important; }"
 
 
 def language_arg(language) -> str | None:
@@ -172,16 +174,29 @@ def prepared(service: Service, precision: str, progress, request: Request, shoul
         yield ready
 
 
-def page_request(fields: dict) -> Request:
+def library_voice(library: VoiceLibrary | None, name) -> dict:
+    """The request options of the library's voice ``name`` ({} for none)."""
+    if not name:
+        return {}
+    with as_messages():
+        return (library or VoiceLibrary()).options(name)
+
+
+def page_request(fields: dict, library: VoiceLibrary | None = None) -> Request:
     """A handler's fields (its arguments, by the page's names) as a request: "Auto" is no
-    language, a voice prompt replaces the reference, 0 s is no duration, the seed is drawn."""
-    if "ref_audio" in fields and not fields["ref_audio"] and not fields["voice_prompt"]:
-        raise refused("Record or upload a reference voice (or load a voice prompt file) first.")
-    prompt = fields.get("voice_prompt") or None
+    language, a voice prompt (or a voice of the library) replaces the reference, 0 s is no
+    duration, the seed is drawn."""
+    saved = library_voice(library, fields.get("voice"))
+    prompt = fields.get("voice_prompt") or saved.get("voice_prompt")
+    if "ref_audio" in fields and not fields["ref_audio"] and not prompt and not saved:
+        raise refused(
+            "Record or upload a reference voice (or load a voice prompt file, or choose a voice "
+            "of the library) first."
+        )
     options = {
         "text": fields["text"],
-        "language": language_arg(fields["language"]),
-        "instruct": fields.get("instruct") or None,
+        "language": language_arg(fields["language"]) or saved.get("language"),
+        "instruct": fields.get("instruct") or saved.get("instruct"),
         "ref_audio": None if prompt else fields.get("ref_audio") or None,
         "ref_text": None if prompt else fields.get("ref_text") or None,
         "voice_prompt": prompt,
@@ -298,7 +313,7 @@ def prompt_file() -> Path:
 # ----------------------------------------------------------------------------- event handlers
 
 
-def make_handlers(service: Service, default: str):
+def make_handlers(service: Service, default: str, library: VoiceLibrary):
     """The API's handlers (the whole result at the end; their docstrings describe the MCP tools)
     and the page's (pieces as they are made, when ``STREAMING``); all share the service, their
     line and their messages."""
@@ -343,7 +358,7 @@ def make_handlers(service: Service, default: str):
             The speech as a 24 kHz wav file, and one line saying its length, time taken and seed.
         """
         # The arguments by name (this signature is the API's): see page_request.
-        return run_synthesis(service, precision, progress, page_request(locals()))
+        return run_synthesis(service, precision, progress, page_request(locals(), library))
 
     def clone(
         text,
@@ -362,9 +377,11 @@ def make_handlers(service: Service, default: str):
         postprocess=True,
         preset=DOOR_PRESET,
         normalize_text=DEFAULTS["normalize_text"],
+        instruct=None,
+        voice=None,
         progress=gr.Progress(),
     ):
-        """Speak a text in the voice of a reference recording (or of a voice prompt saved earlier).
+        """Speak a text in the voice of a reference recording, of a voice prompt saved earlier, or of a voice of the server's library (list_voices).
 
         Args:
             text: What to say, up to 10,000 characters.
@@ -383,11 +400,13 @@ def make_handlers(service: Service, default: str):
             postprocess: Trim long silences and match the reference's loudness.
             preset: "balanced" (default), "best", "fast" or "turbo" (experimental).
             normalize_text: True (default) reads numbers, dates, times, money and percentages as words; False reads the text as written.
+            instruct: A style over the cloned voice, as voice-design items ("whisper", "high pitch"); empty: the reference's own.
+            voice: The name of a voice of the server's library (list_voices lists them), used instead of ref_audio and voice_prompt; empty otherwise.
         Returns:
             The speech as a 24 kHz wav file, and one line saying its length, time taken and seed.
         """
         # The arguments by name (this signature is the API's): see page_request.
-        return run_synthesis(service, precision, progress, page_request(locals()))
+        return run_synthesis(service, precision, progress, page_request(locals(), library))
 
     def page_twin(api_handler):
         """The page's button for an API handler: the same fields (this signature, which Gradio
@@ -406,7 +425,7 @@ def make_handlers(service: Service, default: str):
             values = bound.arguments
             tracker = values.pop("progress", progress.default)
             pieces = bool(values.pop("sentences", False))
-            request = page_request(values)
+            request = page_request(values, library)
             yield from stream_synthesis(service, values["precision"], tracker, request, pieces)
 
         twin.__signature__ = twin_signature
@@ -456,15 +475,71 @@ def make_handlers(service: Service, default: str):
                 progress(0.5, desc="Transcribing the reference")
                 return recogniser.transcribe(ref_audio, language_arg(language))
 
-    def example(text, language, free, progress=gr.Progress()):
+    def list_voices():
+        """The voices of the server's library, to clone by name (clone's voice argument): saved references and named voice designs.
+
+        Returns:
+            A list of voices: name, kind ("clone": a saved reference, "design": an instruct), language, instruct, duration of the reference in seconds, created.
+        """
+        return [entry.as_dict() for entry in library.saved()]
+
+    def save_to_library(
+        name,
+        ref_audio=None,
+        ref_text=None,
+        language="Auto",
+        precision=default,
+        progress=gr.Progress(),
+    ):
+        """Save a reference recording in the server's voice library under a name, for every door (the page, clone's voice argument, the OpenAI and Wyoming doors). Only where the server allows it (--voices-writable).
+
+        Args:
+            name: The voice's name: 1 to 64 letters, digits, '_', '.' or '-'.
+            ref_audio: A recording of the voice: 3-10 s of one person speaking clearly: an http(s) URL, a data: URI, or the path POST /gradio_api/upload returned.
+            ref_text: What the recording says; empty: it is transcribed with Whisper.
+            language: The recording's language by name or code; "Auto": none.
+            precision: The model precision that encodes it; left out: the server's default.
+        Returns:
+            One line saying what was saved.
+        """
+        if not ref_audio:
+            raise refused("Record or upload a reference voice first.")
+        with as_messages():
+            if not library.writable:
+                raise ValueError(library.read_only_message())
+            name = library.check_name((name or "").strip())
+            if library.get(name) is not None:
+                raise ValueError(f"The voice {name!r} exists already; choose another name.")
+            language = language_arg(language)
+            reference = service.reference(
+                precision, ref_audio, ref_text or None, language, progress, None, abandoned()
+            )
+            with reference as (_, prompt, _):
+                pass
+            try:
+                entry = library.add_prompt(name, prompt, language)
+            except (FileExistsError, PermissionError) as exc:
+                raise ValueError(str(exc)) from None
+        return f"Saved {entry.name!r} in the library ({entry.duration:g} s of speech)."
+
+    def example(text, language, instruct, progress=gr.Progress()):
         """An example of the page, as the page's defaults make it (seed 0, so a cached result is its result)."""
-        instruct = design_instruct(*["Any"] * 6, free)
         fields = {**DEFAULTS, "randomize_seed": False, "text": text, "language": language}
         return run_synthesis(
-            service, default, progress, page_request({**fields, "instruct": instruct})
+            service, default, progress, page_request({**fields, "instruct": instruct or None})
         )
 
-    return synthesize, clone, synthesize_page, clone_page, save_voice_prompt, transcribe, example
+    return (
+        synthesize,
+        clone,
+        synthesize_page,
+        clone_page,
+        save_voice_prompt,
+        transcribe,
+        example,
+        list_voices,
+        save_to_library,
+    )
 
 
 # ----------------------------------------------------------------------------- layout
@@ -524,7 +599,7 @@ def settings_panel() -> list:
 def tag_buttons(textbox: gr.Textbox) -> None:
     with gr.Row():
         for tag in NONVERBAL_TAGS:
-            gr.Button(f"[{tag}]", size="sm", min_width=60).click(
+            gr.Button(f"[{tag}]", size="sm", min_width=0, elem_classes=["tag-button"]).click(
                 lambda text, t=tag: (text or "") + f"[{t}]",
                 textbox,
                 textbox,
@@ -532,17 +607,31 @@ def tag_buttons(textbox: gr.Textbox) -> None:
             )
 
 
-def build_demo(config: Config | None = None, service: Service | None = None) -> gr.Blocks:
-    """The page and its API over ``voices`` (made from ``config`` when not given)."""
+def build_demo(
+    config: Config | None = None,
+    service: Service | None = None,
+    library: VoiceLibrary | None = None,
+) -> gr.Blocks:
+    """The page and its API over ``service`` (made from ``config`` when not given) and the voice
+    ``library`` (none when not given)."""
     if service is None:
         config = config or Config()
         service = Service(config, offered_precisions(config.source))
+    library = library or VoiceLibrary()
     config, default, offered = service.config, service.models.default, service.models.offered
     if config.preload:
         service.preload(default)
-    synthesize, clone, synthesize_page, clone_page, save_voice_prompt, transcribe, example = (
-        make_handlers(service, default)
-    )
+    (
+        synthesize,
+        clone,
+        synthesize_page,
+        clone_page,
+        save_voice_prompt,
+        transcribe,
+        example,
+        list_voices,
+        save_to_library,
+    ) = make_handlers(service, default, library)
     examples_cache()
 
     def describe(precision: str) -> str:
@@ -569,6 +658,25 @@ def build_demo(config: Config | None = None, service: Service | None = None) -> 
             show_progress="hidden",
             api_visibility="private",
         )
+        # made here, shown under the tabs (the first tab's examples fill them)
+        player = gr.Audio(
+            label="Result, played as it is made",
+            type="numpy",
+            streaming=True,
+            autoplay=True,
+            interactive=False,
+            visible=STREAMING,
+            elem_id="result-stream",
+            render=False,
+        )
+        output = gr.Audio(
+            label="Whole result (wav)" if STREAMING else "Result",
+            type="numpy",
+            interactive=False,
+            elem_id="result-audio",
+            render=False,
+        )
+        info = gr.Markdown(elem_id="result-info", render=False)
         with gr.Tabs():
             with gr.Tab("Text to speech", id="tts"):
                 text = gr.Textbox(
@@ -586,7 +694,9 @@ def build_demo(config: Config | None = None, service: Service | None = None) -> 
                     filterable=True,
                     allow_custom_value=True,
                 )
-                with gr.Accordion("Voice design", open=False):
+                # One control for the voice: the choices compose the instruct, which is sent as
+                # it stands in its box (and may be typed or edited there).
+                with gr.Accordion("Voice design (empty: the model chooses)", open=True):
                     with gr.Row():
                         controls = [
                             gr.Dropdown(["Any"] + options, value="Any", label=label)
@@ -599,16 +709,27 @@ def build_demo(config: Config | None = None, service: Service | None = None) -> 
                                 ("Chinese dialect", DIALECTS),
                             )
                         ]
-                    free = gr.Textbox(
-                        label="Or describe it yourself",
-                        placeholder="female, low pitch, british accent",
+                    instruct = gr.Textbox(
+                        label="Instruct sent to the model",
+                        info="what the choices above make; or type items yourself",
+                        placeholder="empty: the model chooses; or e.g. female, low pitch, british accent",
+                        elem_id="tts-instruct",
                     )
-                instruct = gr.Textbox(label="Instruct sent to the model", interactive=False)
-                for control in controls + [free]:
-                    control.change(
-                        design_instruct, controls + [free], instruct, api_visibility="private"
-                    )
+                for control in controls:
+                    control.change(design_instruct, controls, instruct, api_visibility="private")
                 tts_button = gr.Button("Generate", variant="primary", elem_id="tts-generate")
+                # A click fills the text, the language and the voice design, and plays the example (made once, then kept).
+                gr.Examples(
+                    EXAMPLES,
+                    [text, language, instruct],
+                    [output, info],
+                    fn=example,
+                    run_on_click=True,
+                    cache_examples=True,
+                    cache_mode="lazy",
+                    api_visibility="private",
+                    elem_id="examples",
+                )
             with gr.Tab("Voice cloning", id="clone"):
                 gr.Markdown(REFERENCE_TIPS)
                 ref_audio = gr.Audio(
@@ -629,7 +750,27 @@ def build_demo(config: Config | None = None, service: Service | None = None) -> 
                         type="filepath",
                     )
                     saved_prompt = gr.File(label="Saved voice prompt", interactive=False)
-                save_button = gr.Button("Save this voice as a prompt file")
+                    library_voice_choice = gr.Dropdown(
+                        [""] + [entry.name for entry in library.saved()],
+                        value="",
+                        label="Or a voice of the library",
+                        info="instead of the reference and the prompt file",
+                        allow_custom_value=True,  # the library changes while the page is open
+                        elem_id="library-voice",
+                    )
+                with gr.Row():
+                    save_button = gr.Button("Save this voice as a prompt file")
+                with gr.Row(visible=library.writable):
+                    library_name = gr.Textbox(
+                        label="Name in the library", placeholder="narrator", elem_id="library-name"
+                    )
+                    library_button = gr.Button("Save to the library", elem_id="library-save")
+                library_line = gr.Markdown(elem_id="library-line")
+                clone_instruct = gr.Textbox(
+                    label="Style over the cloned voice (optional voice-design items)",
+                    placeholder="e.g. whisper, or high pitch",
+                    elem_id="clone-instruct",
+                )
                 clone_text = gr.Textbox(
                     label="Text to say in this voice", lines=3, elem_id="clone-text"
                 )
@@ -642,34 +783,9 @@ def build_demo(config: Config | None = None, service: Service | None = None) -> 
                 )
                 clone_button = gr.Button("Generate", variant="primary", elem_id="clone-generate")
         settings, sentences = settings_panel()
-        player = gr.Audio(
-            label="Result, played as it is made",
-            type="numpy",
-            streaming=True,
-            autoplay=True,
-            interactive=False,
-            visible=STREAMING,
-            elem_id="result-stream",
-        )
-        output = gr.Audio(
-            label="Whole result (wav)" if STREAMING else "Result",
-            type="numpy",
-            interactive=False,
-            elem_id="result-audio",
-        )
-        info = gr.Markdown(elem_id="result-info")
-        # A click fills the text, the language and the voice design, and plays the example (made once, then kept).
-        gr.Examples(
-            EXAMPLES,
-            [text, language, free],
-            [output, info],
-            fn=example,
-            run_on_click=True,
-            cache_examples=True,
-            cache_mode="lazy",
-            api_visibility="private",
-            elem_id="examples",
-        )
+        player.render()
+        output.render()
+        info.render()
 
         # The page's buttons: pieces to the player as they are made, then the whole result.
         tts_inputs = [text, language, instruct, precision, *settings]
@@ -681,6 +797,8 @@ def build_demo(config: Config | None = None, service: Service | None = None) -> 
             clone_language,
             precision,
             *settings,
+            clone_instruct,
+            library_voice_choice,
         ]
         for button, handler, inputs in (
             (tts_button, synthesize_page, tts_inputs),
@@ -700,6 +818,20 @@ def build_demo(config: Config | None = None, service: Service | None = None) -> 
             [ref_audio, ref_text, precision],
             saved_prompt,
             api_name="save_voice_prompt",
+        )
+        library_button.click(
+            save_to_library,
+            [library_name, ref_audio, ref_text, clone_language, precision],
+            library_line,
+            api_name="save_to_library",
+        ).then(
+            lambda: gr.Dropdown(choices=[""] + [entry.name for entry in library.saved()]),
+            None,
+            library_voice_choice,
+            api_visibility="private",
+        )
+        gr.Button(visible=False).click(
+            list_voices, None, gr.JSON(visible=False), api_name="list_voices"
         )
         # A recorded or uploaded reference fills the transcript box, which stays editable.
         ref_audio.upload(transcribe, [ref_audio, clone_language], ref_text, api_name="transcribe")
@@ -743,7 +875,7 @@ def build_server(
         WyomingDoor(service, library, wyoming, wyoming_zeroconf).start()
     # For load balancers and monitors: the line's state, open like the page.
     server.add_api_route("/health", service.health, methods=["GET"])
-    demo = build_demo(config, service)
+    demo = build_demo(config, service, library)
     # Gradio's queue lets requests through to the one line (which turns away the surplus), with
     # room beside it for requests that are downloading or loading another precision.
     workers = config.concurrency + len(PROFILES)
@@ -754,6 +886,7 @@ def build_server(
         path="/",
         mcp_server=mcp,
         max_file_size=MAX_UPLOAD,
+        css=PAGE_CSS,
         # Only the server's own messages (gr.Error) reach a client, not other exceptions' text.
         show_error=False,
         app_kwargs={"docs_url": None, "redoc_url": None, "openapi_url": None},

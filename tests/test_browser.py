@@ -225,3 +225,28 @@ def test_an_example_fills_its_controls_and_plays(page):
         timeout=10_000,
     )
     page.screenshot(path=str(SHOTS / "8-example.png"), full_page=True)
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_layout_at_a_desktop_and_a_phone_width(browser, app_server, width):
+    """The tag buttons keep their labels on one line, the voice design is one box, the examples
+    belong to the first tab, and the cloning tab offers a style and the library's voices."""
+    page = browser.new_page(viewport={"width": width, "height": 1400})
+    try:
+        page.goto(app_server, wait_until="networkidle")
+        button = page.get_by_role("button", name="[dissatisfaction-hnn]")
+        line = page.evaluate(
+            "b => parseFloat(getComputedStyle(b).lineHeight) || 20", button.element_handle()
+        )
+        assert button.bounding_box()["height"] < 2 * line + 12  # one line of text, and padding
+        assert page.locator("#tts-instruct textarea").count() == 1  # typed, or composed above
+        assert page.get_by_label("Or describe it yourself").count() == 0
+        page.screenshot(path=str(SHOTS / f"9-layout-tts-{width}.png"), full_page=True)
+        page.get_by_role("tab", name="Voice cloning").click()
+        page.wait_for_selector("#clone-instruct textarea", timeout=10_000)
+        assert page.locator("#library-voice").is_visible()
+        assert not page.locator("#examples").is_visible()  # they fill the first tab's fields
+        assert not page.locator("#library-save").is_visible()  # a read-only library here
+        page.screenshot(path=str(SHOTS / f"9-layout-clone-{width}.png"), full_page=True)
+    finally:
+        page.close()

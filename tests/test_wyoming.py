@@ -12,6 +12,7 @@ import httpx
 import numpy as np
 import openai
 import pytest
+import soundfile as sf
 from wyoming.client import AsyncTcpClient
 from wyoming.event import Event
 from wyoming.info import Describe, Info
@@ -50,7 +51,7 @@ def server(cpu_artifacts, tiny_whisper, voices_dir, tmp_path_factory):
     args = [
         *("--artifacts", str(cpu_artifacts), "--asr-model", str(tiny_whisper)),
         *("--voices", str(voices_dir), "--voices-writable"),
-        *("--wyoming", f"tcp://127.0.0.1:{port}"),
+        *("--wyoming", f"tcp://127.0.0.1:{port}", "--mcp"),
     ]
     with running_app(args, log, HF_HUB_OFFLINE="1", OMNIVOICE_API_KEY=KEY) as url:
         yield url, port, log
@@ -415,3 +416,74 @@ def test_voice_writes_need_the_key_and_a_writable_library(server, app_server):
     refused = httpx.post(f"{app_server}/v1/audio/voices", json={"name": "x", "instruct": "male"})
     assert refused.status_code == 403 and "--voices-writable" in refused.json()["error"]["message"]
     assert httpx.get(f"{app_server}/v1/audio/voices").json()["data"][0]["id"] == "auto"
+
+
+def test_the_page_api_and_mcp_save_list_and_clone_library_voices(server, runtime, voices_dir):
+    """gradio_client saves a reference into the library and clones it by name, with a style over
+    it; MCP offers the same tools; Wyoming describes the voice next."""
+    from gradio_client import Client, handle_file
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    url, port, _ = server
+    client = Client(url, verbose=False)
+    reference = write_reference(str(voices_dir.parent / "page.wav"), seconds=2.5)
+    line = client.predict(
+        "page-voice",
+        handle_file(reference),
+        "Said on the page.",
+        "English",
+        "int4",
+        api_name="/save_to_library",
+    )
+    assert line.startswith("Saved 'page-voice' in the library")
+    listed = {voice["name"]: voice for voice in client.predict(api_name="/list_voices")}
+    assert listed["page-voice"]["kind"] == "clone" and listed["page-voice"]["language"] == "en"
+    path, _ = client.predict(
+        "In the saved voice.",
+        None,
+        "",
+        None,
+        "Auto",
+        "int4",
+        seed=3,
+        randomize_seed=False,
+        instruct="whisper",
+        voice="page-voice",
+        api_name="/clone",
+    )
+
+    made = runtime.generate(
+        Request.from_options(
+            {
+                "text": "In the saved voice.",
+                "seed": 3,
+                "normalize_text": True,
+                "instruct": "whisper",
+                "language": "en",
+                "voice_prompt": str(voices_dir / "page-voice.npz"),
+            },
+            DOOR_PRESET,
+        )
+    )
+    np.testing.assert_array_equal(sf.read(path, dtype="int16")[0], pcm16(made.waveform))
+    with pytest.raises(Exception, match="exists already"):
+        client.predict(
+            "page-voice", handle_file(reference), "", "English", "int4", api_name="/save_to_library"
+        )
+    with pytest.raises(Exception, match="Unknown voice 'nobody'"):
+        client.predict("Hi.", None, "", None, "Auto", "int4", voice="nobody", api_name="/clone")
+
+    async def tools():
+        async with streamablehttp_client(f"{url}/gradio_api/mcp/") as (read, write, _):
+            async with ClientSession(read, write) as mcp:
+                await mcp.initialize()
+                return {tool.name for tool in (await mcp.list_tools()).tools}
+
+    assert {"list_voices", "save_to_library", "clone"} <= asyncio.run(tools())
+
+    async def described():
+        async with AsyncTcpClient("127.0.0.1", port) as wyoming:
+            return await describe(wyoming)
+
+    assert "page-voice" in {voice.name for voice in asyncio.run(described()).tts[0].voices}
