@@ -52,6 +52,7 @@ def server(cpu_artifacts, tiny_whisper, voices_dir, tmp_path_factory):
         *("--artifacts", str(cpu_artifacts), "--asr-model", str(tiny_whisper)),
         *("--voices", str(voices_dir), "--voices-writable"),
         *("--wyoming", f"tcp://127.0.0.1:{port}", "--mcp"),
+        *("--wyoming-zeroconf", f"omnivoice-test-{port}"),
     ]
     with running_app(args, log, HF_HUB_OFFLINE="1", OMNIVOICE_API_KEY=KEY) as url:
         yield url, port, log
@@ -127,6 +128,22 @@ def test_describe_lists_one_streaming_program_and_its_voices(server):
     # two-letter tags, Arabic under its tag (OmniVoice knows it as 'arb'), Cantonese with none
     assert {"en", "zh", "de", "ar", "yue"} <= set(languages) and "arb" not in languages
     assert all(len(tag) == 2 for tag in languages if tag != "yue")
+
+
+def test_the_door_is_advertised_over_zeroconf_as_home_assistant_looks_for_it(server):
+    """Home Assistant browses ``_wyoming._tcp.local.``; zeroconf's own client finds the door there."""
+    from zeroconf import Zeroconf
+
+    _, port, _ = server
+    browser = Zeroconf()
+    try:
+        info = browser.get_service_info(
+            "_wyoming._tcp.local.", f"omnivoice-test-{port}._wyoming._tcp.local.", timeout=10_000
+        )
+    finally:
+        browser.close()
+    assert info is not None and info.port == port
+    assert socket.inet_ntoa(info.addresses[0]) == "127.0.0.1"
 
 
 def test_synthesize_short_and_long_text_equals_the_runtime(server, runtime):
@@ -386,6 +403,7 @@ def test_voices_added_over_http_are_described_and_used_by_name(server, runtime, 
             413,
             "over 20 MB",
         ),
+        ({"data": {"name": "x", "transcript": "x"}, "files": "too long"}, 400, "125 s long"),
         (
             {"content": b"name=x", "headers": {"content-type": "text/plain"}},
             415,
@@ -397,6 +415,11 @@ def test_bad_voice_uploads_are_refused_and_nothing_is_written(
     server, voices_dir, form, status, words
 ):
     url, _, _ = server
+    if form.get("files") == "too long":
+        long = write_reference(
+            str(voices_dir.parent / "long.wav"), seconds=125, rate=8000, channels=1
+        )
+        form["files"] = {"audio": ("long.wav", open(long, "rb").read())}
     before = sorted(path.name for path in voices_dir.iterdir())
     headers = {"Authorization": f"Bearer {KEY}", **form.pop("headers", {})}
     response = httpx.post(f"{url}/v1/audio/voices", headers=headers, timeout=120, **form)
