@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import gradio as gr
 import numpy as np
@@ -313,7 +314,7 @@ def prompt_file() -> Path:
 # ----------------------------------------------------------------------------- event handlers
 
 
-def make_handlers(service: Service, default: str, library: VoiceLibrary):
+def make_handlers(service: Service, default: str, library: VoiceLibrary) -> SimpleNamespace:
     """The API's handlers (the whole result at the end; their docstrings describe the MCP tools)
     and the page's (pieces as they are made, when ``STREAMING``); all share the service, their
     line and their messages."""
@@ -529,16 +530,16 @@ def make_handlers(service: Service, default: str, library: VoiceLibrary):
             service, default, progress, page_request({**fields, "instruct": instruct or None})
         )
 
-    return (
-        synthesize,
-        clone,
-        synthesize_page,
-        clone_page,
-        save_voice_prompt,
-        transcribe,
-        example,
-        list_voices,
-        save_to_library,
+    return SimpleNamespace(
+        synthesize=synthesize,
+        clone=clone,
+        synthesize_page=synthesize_page,
+        clone_page=clone_page,
+        save_voice_prompt=save_voice_prompt,
+        transcribe=transcribe,
+        example=example,
+        list_voices=list_voices,
+        save_to_library=save_to_library,
     )
 
 
@@ -621,17 +622,7 @@ def build_demo(
     config, default, offered = service.config, service.models.default, service.models.offered
     if config.preload:
         service.preload(default)
-    (
-        synthesize,
-        clone,
-        synthesize_page,
-        clone_page,
-        save_voice_prompt,
-        transcribe,
-        example,
-        list_voices,
-        save_to_library,
-    ) = make_handlers(service, default, library)
+    handlers = make_handlers(service, default, library)
     examples_cache()
 
     def describe(precision: str) -> str:
@@ -723,7 +714,7 @@ def build_demo(
                     EXAMPLES,
                     [text, language, instruct],
                     [output, info],
-                    fn=example,
+                    fn=handlers.example,
                     run_on_click=True,
                     cache_examples=True,
                     cache_mode="lazy",
@@ -801,26 +792,26 @@ def build_demo(
             library_voice_choice,
         ]
         for button, handler, inputs in (
-            (tts_button, synthesize_page, tts_inputs),
-            (clone_button, clone_page, clone_inputs),
+            (tts_button, handlers.synthesize_page, tts_inputs),
+            (clone_button, handlers.clone_page, clone_inputs),
         ):
             button.click(
                 handler, [*inputs, sentences], [player, output, info], api_visibility="private"
             ).then(describe, precision, precision_info, api_visibility="private")
         # The API's stable endpoints (gradio_client): the whole result at the end, from buttons the page does not show.
         for api_name, handler, inputs in (
-            ("synthesize", synthesize, tts_inputs),
-            ("clone", clone, clone_inputs),
+            ("synthesize", handlers.synthesize, tts_inputs),
+            ("clone", handlers.clone, clone_inputs),
         ):
             gr.Button(visible=False).click(handler, inputs, [output, info], api_name=api_name)
         save_button.click(
-            save_voice_prompt,
+            handlers.save_voice_prompt,
             [ref_audio, ref_text, precision],
             saved_prompt,
             api_name="save_voice_prompt",
         )
         library_button.click(
-            save_to_library,
+            handlers.save_to_library,
             [library_name, ref_audio, ref_text, clone_language, precision],
             library_line,
             api_name="save_to_library",
@@ -831,12 +822,14 @@ def build_demo(
             api_visibility="private",
         )
         gr.Button(visible=False).click(
-            list_voices, None, gr.JSON(visible=False), api_name="list_voices"
+            handlers.list_voices, None, gr.JSON(visible=False), api_name="list_voices"
         )
         # A recorded or uploaded reference fills the transcript box, which stays editable.
-        ref_audio.upload(transcribe, [ref_audio, clone_language], ref_text, api_name="transcribe")
+        ref_audio.upload(
+            handlers.transcribe, [ref_audio, clone_language], ref_text, api_name="transcribe"
+        )
         ref_audio.stop_recording(
-            transcribe, [ref_audio, clone_language], ref_text, api_visibility="private"
+            handlers.transcribe, [ref_audio, clone_language], ref_text, api_visibility="private"
         )
     return demo
 
