@@ -59,8 +59,9 @@ logger = logging.getLogger(__name__)
 PROGRAM = "omnivoice-onnx"
 ATTRIBUTION = Attribution(name="k2-fsa", url="https://github.com/k2-fsa/OmniVoice")
 SAMPLES_PER_CHUNK = 1024  # audio-chunk events of 1024 samples, as wyoming-piper sends them
-MAX_FRAME_BYTES = 1 << 20  # an event's data and payload: a text is at most 40 kB of JSON
-MAX_QUEUED_EVENTS = 256  # events read ahead of the one being answered
+MAX_FRAME_BYTES = 256 << 10  # an event's data and payload: a text is at most 40 kB of JSON
+# events read ahead of the one being answered: with the frame bound, 32 MB a connection at most
+MAX_QUEUED_EVENTS = 64
 # Languages advertised (BCP-47): OmniVoice's codes that have a two-letter form, the two-letter tags
 # of those it knows by a three-letter code only, and the widely spoken ones with no two-letter tag.
 # A request may name any language the runtime takes (a code, a name, a tag such as en-US).
