@@ -505,21 +505,19 @@ def make_handlers(service: Service, default: str, library: VoiceLibrary) -> Simp
         """
         if not ref_audio:
             raise refused("Record or upload a reference voice first.")
-        with as_messages():
-            if not library.writable:
-                raise ValueError(library.read_only_message())
-            name = library.check_name((name or "").strip())
-            if library.get(name) is not None:
-                raise ValueError(f"The voice {name!r} exists already; choose another name.")
-            language = language_arg(language)
+        language = language_arg(language)
+
+        def encode():
             reference = service.reference(
                 precision, ref_audio, ref_text or None, language, progress, None, abandoned()
             )
             with reference as (_, prompt, _):
-                pass
+                return prompt
+
+        with as_messages():
             try:
-                entry = library.add_prompt(name, prompt, language)
-            except (FileExistsError, PermissionError) as exc:
+                entry = library.add_recording((name or "").strip(), encode, language)
+            except (FileExistsError, PermissionError) as exc:  # not REPORTED: said here
                 raise ValueError(str(exc)) from None
         return f"Saved {entry.name!r} in the library ({entry.duration:g} s of speech)."
 

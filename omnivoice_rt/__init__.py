@@ -7,12 +7,12 @@ speech = voice.generate(Request.from_options({"text": "Hello.", "preset": "balan
 normalize_text("It costs $5.") -> "It costs five dollars."
 """
 
-__version__ = "0.4.0"
+from omnivoice_rt.model import OmniVoiceONNX, Speech
+from omnivoice_rt.normalize import normalize_text
+from omnivoice_rt.request import GenerationSettings, Request
+from omnivoice_rt.voice_prompt import VoicePrompt
 
-from omnivoice_rt.model import OmniVoiceONNX, Speech  # noqa: E402
-from omnivoice_rt.normalize import normalize_text  # noqa: E402
-from omnivoice_rt.request import GenerationSettings, Request  # noqa: E402
-from omnivoice_rt.voice_prompt import VoicePrompt  # noqa: E402
+__version__ = "0.4.0"
 
 __all__ = [
     "GenerationSettings",

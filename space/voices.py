@@ -84,6 +84,7 @@ BUILTIN = [VoiceEntry(AUTO_VOICE, "auto", builtin=True)] + [
     VoiceEntry(name, "design", instruct=instruct, builtin=True)
     for name, instruct in DESIGNED_VOICES.items()
 ]
+BUILTIN_NAMES = frozenset(entry.name for entry in BUILTIN)  # no saved voice takes these
 
 
 class VoiceLibrary:
@@ -137,17 +138,12 @@ class VoiceLibrary:
         options = {"language": entry.language}
         if entry.kind == "design":
             options["instruct"] = entry.instruct
-        elif entry.kind == "clone":
-            path = self.folder / f"{entry.name}.npz"
-            try:
-                VoicePrompt.load(path)
-            except ValueError as exc:
-                raise ValueError(f"The saved voice {name!r} cannot be used: {exc}") from exc
-            options["voice_prompt"] = str(path)
+        elif entry.kind == "clone":  # its prompt loaded as the entry was read
+            options["voice_prompt"] = str(self.folder / f"{entry.name}.npz")
         return options
 
     def _is_name(self, name: str) -> bool:
-        return bool(VOICE_NAME.fullmatch(name)) and name not in DESIGNED_VOICES | {AUTO_VOICE: ""}
+        return bool(VOICE_NAME.fullmatch(name)) and name not in BUILTIN_NAMES
 
     def _entry(self, name: str) -> VoiceEntry | None:
         """The saved voice ``name`` as its files say, or None (no such voice, or files that are
@@ -196,7 +192,7 @@ class VoiceLibrary:
                 "A voice name is 1 to 64 letters, digits, '_', '.' or '-', starting with a letter "
                 f"or digit (no spaces or slashes); got {name[:80]!r}."
             )
-        if name in DESIGNED_VOICES or name == AUTO_VOICE:
+        if name in BUILTIN_NAMES:
             raise VoiceNameError(f"{name!r} is a built-in voice; choose another name.")
         return name
 
@@ -214,6 +210,17 @@ class VoiceLibrary:
 
         details = {"kind": "clone", "language": language, "created": _iso(time.time())}
         return self._add(name, ".npz", write, details)
+
+    def add_recording(self, name: str, encode, language: str | None = None) -> VoiceEntry:
+        """Save as ``name`` the voice prompt ``encode()`` makes (a reference encoded, which takes
+        a turn in the server's line): the name is checked first, so a refused one costs nothing."""
+        self._check_writable()
+        self.check_name(name)
+        if self.get(name) is not None:
+            raise FileExistsError(
+                f"The voice {name!r} exists already; delete it first or choose another name."
+            )
+        return self.add_prompt(name, encode(), language)
 
     def add_design(self, name: str, instruct: str, language: str | None = None) -> VoiceEntry:
         """Save the voice design ``instruct`` (voice-design items, as the API takes) as ``name``."""

@@ -85,11 +85,6 @@ def voice_routes(door) -> APIRouter:
         name, language = fields.get("name"), fields.get("language") or None
         if not isinstance(name, str) or not name:
             raise ValueError("'name' is required: the new voice's name, such as 'narrator'.")
-        library.check_name(name)
-        if library.get(name) is not None:
-            raise FileExistsError(
-                f"The voice {name!r} exists already; delete it first or choose another name."
-            )
         kinds = [key for key in ("instruct", "audio", "prompt") if fields.get(key)]
         if len(kinds) != 1:
             raise ValueError(
@@ -105,10 +100,15 @@ def voice_routes(door) -> APIRouter:
             raise ValueError(
                 f"'transcript' is {len(transcript)} characters; the limit is {MAX_TRANSCRIPT_CHARS}."
             )
-        precision = service.models.default
-        with service.reference(precision, fields["audio"], transcript, language) as ready:
-            _voice, prompt, _reused = ready
-        return library.add_prompt(name, prompt, language)
+
+        def encode():
+            reference = service.reference(
+                service.models.default, fields["audio"], transcript, language
+            )
+            with reference as (_voice, prompt, _reused):
+                return prompt
+
+        return library.add_recording(name, encode, language)
 
     async def read_fields(request: Request, folder: Path) -> dict:
         """The body's fields (files saved into ``folder``: their paths), read up to

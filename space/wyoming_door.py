@@ -202,10 +202,13 @@ class WyomingDoor:
         return Info(tts=[program])
 
 
+# OmniVoice's codes of the languages advertised under another tag (arb -> ar)
+TAG_OF_CODE = {code: tag for tag, code in TAG_ALIASES.items() if tag not in DEPRECATED_TAGS}
+
+
 def as_tag(code: str) -> str:
     """A language code as Home Assistant's BCP-47 tag (``arb`` -> ``ar``)."""
-    tags = {code: tag for tag, code in TAG_ALIASES.items() if tag not in DEPRECATED_TAGS}
-    return tags.get(code, code)
+    return TAG_OF_CODE.get(code, code)
 
 
 def describe_voice(entry) -> str:

@@ -109,6 +109,37 @@ def running_app(args: list[str], log_path: Path, **env: str):
                 process.kill()
 
 
+def in_arrival_order(url: str, callers: list) -> tuple[list[int], dict]:
+    """Call ``callers[n](n)`` each in its own thread, starting each once the server's line
+    (``/health``) holds the ones before it, so they arrive in order while the first is served;
+    returns the order they finished in and their results."""
+    import threading
+    import time
+
+    import httpx
+
+    finished, results = [], {}
+
+    def call(n):
+        results[n] = callers[n](n)
+        finished.append(n)
+
+    def in_line() -> int:
+        health = httpx.get(f"{url}/health").json()
+        return health["serving"] + health["waiting"]
+
+    threads = [threading.Thread(target=call, args=(n,)) for n in range(len(callers))]
+    for n, thread in enumerate(threads):
+        thread.start()
+        deadline = time.time() + 60
+        while in_line() < n + 1:
+            assert time.time() < deadline, f"caller {n} never reached the line"
+            time.sleep(0.02)
+    for thread in threads:
+        thread.join(timeout=300)
+    return finished, results
+
+
 TRANSCRIPT = "This is my voice."  # what the tiny recogniser hears in any audio
 
 

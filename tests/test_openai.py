@@ -24,7 +24,7 @@ from omnivoice_rt.errors import Busy
 from omnivoice_rt.model import PRESETS, OmniVoiceONNX, Speech
 from space.line import Line
 from space.openai_api import OPENAI_VOICES
-from tests.conftest import running_app
+from tests.conftest import in_arrival_order, running_app
 
 KEY = "sk-test-omnivoice"
 SAYING = "Hello from the OpenAI door."
@@ -380,26 +380,8 @@ def test_two_doors_share_one_line_in_order(client, server):
     callers = [through_openai, through_gradio, through_openai, through_gradio]
     # each request's audio, made alone through its door
     alone = {n: callers[n](n) for n in range(len(callers))}
-    finished, results = [], {}
-
-    def call(n):
-        results[n] = callers[n](n)
-        finished.append(n)
-
-    def in_line() -> int:
-        health = httpx.get(f"{server}/health").json()
-        return health["serving"] + health["waiting"]
-
-    threads = [threading.Thread(target=call, args=(n,)) for n in range(len(callers))]
-    for n, thread in enumerate(threads):
-        thread.start()
-        # each arrives while the first is being served, after the one before took its place
-        deadline = time.time() + 60
-        while in_line() < n + 1:
-            assert time.time() < deadline, f"caller {n} never reached the line"
-            time.sleep(0.02)
-    for thread in threads:
-        thread.join(timeout=300)
+    # each arrives while the first is being served, after the one before took its place
+    finished, results = in_arrival_order(server, callers)
     assert finished == [0, 1, 2, 3]
     # caller 2 found caller 0 served and caller 1 (gradio_client) waiting: one line
     assert ahead[2] == 2

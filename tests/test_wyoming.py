@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import threading
 import time
 
 import httpx
@@ -24,7 +23,7 @@ from omnivoice_rt.model import OmniVoiceONNX
 from omnivoice_rt.request import DOOR_PRESET, Request
 from omnivoice_rt.voice_prompt import VoicePrompt
 from space.voices import DESIGNED_VOICES
-from tests.conftest import free_port, running_app
+from tests.conftest import free_port, in_arrival_order, running_app
 
 KEY = "sk-test-wyoming"
 LONG = " ".join(
@@ -286,26 +285,7 @@ def test_two_wyoming_clients_and_an_openai_client_are_served_in_arrival_order(se
         ).content
         return np.frombuffer(data, np.int16)
 
-    callers = [through_wyoming, through_openai, through_wyoming]
-    finished, results = [], {}
-
-    def call(n):
-        results[n] = callers[n](n)
-        finished.append(n)
-
-    def in_line() -> int:
-        health = httpx.get(f"{url}/health").json()
-        return health["serving"] + health["waiting"]
-
-    threads = [threading.Thread(target=call, args=(n,)) for n in range(len(callers))]
-    for n, thread in enumerate(threads):
-        thread.start()
-        deadline = time.time() + 60
-        while in_line() < n + 1:
-            assert time.time() < deadline, f"caller {n} never reached the line"
-            time.sleep(0.02)
-    for thread in threads:
-        thread.join(timeout=300)
+    finished, results = in_arrival_order(url, [through_wyoming, through_openai, through_wyoming])
     assert finished == [0, 1, 2]
     np.testing.assert_array_equal(results[0], expected(runtime, LONG, 0))
     np.testing.assert_array_equal(results[2], expected(runtime, LONG, 2))
