@@ -84,6 +84,8 @@ def measure(bits: int, block: int, threads: int | None, reps: int = 7) -> list[f
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
+    from omnivoice_rt.sessions import session_options  # sessions imports this module
+
     rng = np.random.default_rng(0)
     sessions, feeds = {}, []
     for i, (m, k, n) in enumerate(SHAPES):
@@ -121,13 +123,10 @@ def measure(bits: int, block: int, threads: int | None, reps: int = 7) -> list[f
         )
         model.ir_version = 9
         for mode, (config, _) in MODES.items():
-            options = ort.SessionOptions()
-            if threads:
-                options.intra_op_num_threads = threads
-            for key, value in config.items():
-                options.add_session_config_entry(key, value)
             sessions[mode, i] = ort.InferenceSession(
-                model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+                model.SerializeToString(),
+                session_options(threads, config),
+                providers=["CPUExecutionProvider"],
             )
         feeds.append({"A": rng.standard_normal((m, k)).astype(np.float32)})
     for key, session in sessions.items():  # warm up

@@ -8,6 +8,7 @@ import pytest
 
 from omnivoice_rt.matmul import MODES, resolve
 from omnivoice_rt.model import OmniVoiceONNX
+from omnivoice_rt.sessions import SESSION_CONFIG
 
 
 def test_a_mode_is_asked_for_or_measured(cpu_artifacts, fp32_artifacts, monkeypatch):
@@ -41,3 +42,17 @@ def test_int8_activations_reach_the_int4_kernels(cpu_artifacts):
     assert 0 < difference < 0.1, difference
     speech = voices["int8"].generate("Hello there.", seed=0, preset="turbo")
     assert speech.seconds > 0 and np.isfinite(speech.waveform).all()
+
+
+def test_every_session_stops_spinning_after_a_run(cpu_artifacts):
+    """Each of a model's sessions, the codec's too, carries ``SESSION_CONFIG`` (thread pools that
+    stop spinning when a run ends, so that the next session has the cores) with its MatMulNBits
+    mode on top."""
+    voice = OmniVoiceONNX.load(cpu_artifacts, "int4", matmul="fp32")
+    sessions = [graph.session for graph in voice.graphs.values()]
+    sessions += [graph.session for graph in voice.codec.graphs.values()]
+    assert len(sessions) >= 7
+    for session in sessions:
+        options = session.get_session_options()
+        for key, value in {**SESSION_CONFIG, **MODES["fp32"][0]}.items():
+            assert options.get_session_config_entry(key) == value, (key, session)
