@@ -118,6 +118,43 @@ def position_table(path: str | Path) -> int | None:
     )
 
 
+def rotary_tables(path: str | Path) -> tuple[np.ndarray, np.ndarray] | None:
+    """The ``(cos, sin)`` tables (positions x rotary dim / 2) with which every attention node of the
+    LLM graph rotates its keys, by halves (GroupQueryAttention ``do_rotary=1``,
+    ``rotary_interleaved=0``, as onnxruntime-genai's builder makes them), read from the graph;
+    None when its attention is not made that way."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(path), load_external_data=False)
+    nodes = [n for n in model.graph.node if n.op_type == "GroupQueryAttention"]
+    attrs = [{a.name: onnx.helper.get_attribute_value(a) for a in n.attribute} for n in nodes]
+    names = {tuple(n.input[7:9]) for n in nodes}
+    if (
+        not nodes
+        or len(names) != 1
+        or any(a.get("do_rotary", 0) != 1 or a.get("rotary_interleaved", 0) != 0 for a in attrs)
+    ):
+        return None
+    tables = {t.name: t for t in model.graph.initializer if t.name in next(iter(names))}
+    if len(tables) != 2:
+        return None
+    folder = str(Path(path).parent)
+    cos, sin = (numpy_helper.to_array(tables[name], folder) for name in next(iter(names)))
+    return cos.astype(np.float32), sin.astype(np.float32)
+
+
+def rotate_keys(key: np.ndarray, cos: np.ndarray, sin: np.ndarray, count: int) -> np.ndarray:
+    """An unrotated key (batch, heads, 1, head_dim) -> the keys (batch, heads, count, head_dim) it
+    becomes at positions 0 to count - 1, halves rotated by the graph's tables."""
+    half = cos.shape[1]
+    k = key.astype(np.float32)
+    x1, x2, rest = k[..., :half], k[..., half : 2 * half], k[..., 2 * half :]
+    c, s = cos[None, None, :count], sin[None, None, :count]
+    rest = np.broadcast_to(rest, (*k.shape[:2], count, rest.shape[-1]))
+    return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s, rest], axis=-1).astype(key.dtype)
+
+
 def llm_feeds(
     session,
     inputs_embeds: np.ndarray,

@@ -38,10 +38,11 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import cached_property
 
 import numpy as np
 
-from omnivoice_rt.bidirectional import llm_feeds, present_names
+from omnivoice_rt.bidirectional import llm_feeds, present_names, rotary_tables, rotate_keys
 from omnivoice_rt.prompt import Prompt
 from omnivoice_rt.request import GenerationSettings
 
@@ -83,7 +84,11 @@ class Backbone:
     ) -> tuple[np.ndarray, dict]:
         """Hidden states for ``embeds`` after the ``past`` keys and values (None: none), at
         ``positions`` (None: after the past ones), and the keys and values of the first ``keep``
-        positions (past and new), by past input name, for later calls."""
+        positions (past and new), by past input name, for later calls. A row without a past
+        whose positions all hold one embedding runs one position (:meth:`uniform`)."""
+        uniform = past is None and positions is None and embeds.shape[:2] != (1, 1)
+        if uniform and (embeds == embeds[:, :1]).all() and (not keep or self.rotary):
+            return self.uniform(embeds, keep, timings)
         session = self.graphs["llm_decoder"].session
         feeds = llm_feeds(session, embeds, None, self.head_dim, past, positions)
         presents = self.presents if keep else {}
@@ -93,6 +98,32 @@ class Backbone:
             for name, value in zip(presents, result[1:], strict=True)
         }
         return result[0], kept
+
+    def uniform(self, embeds: np.ndarray, keep: int, timings) -> tuple[np.ndarray, dict]:
+        """:meth:`llm` for a row whose positions all hold the same embedding (the unconditional
+        row's first run: every code a mask), from its first position alone. Such a row's
+        attention averages equal values, so every position's hidden state and value are the
+        first position's, and its key is the first one's rotated to its own position (position
+        0 is not rotated): the whole row's numbers up to float rounding (tests/test_speed.py)."""
+        hidden, first = self.llm(embeds[:, :1], keep=1 if keep else 0, timings=timings)
+        count = embeds.shape[1]
+        kept = {
+            name: rotate_keys(kv, *self.rotary, keep)
+            if name.endswith(".key")
+            else np.repeat(kv, keep, axis=2)
+            for name, kv in first.items()
+        }
+        return np.repeat(hidden, count, axis=1), kept
+
+    @cached_property
+    def rotary(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The LLM's rotary tables, read when first needed; None when its keys are rotated
+        otherwise (then :meth:`uniform` runs only rows whose keys are not kept)."""
+        tables = rotary_tables(self.graphs["llm_decoder"].path)
+        if tables is None or not all(name.endswith((".key", ".value")) for name in self.presents):
+            logger.info("unknown rotary embedding: uniform rows with kept keys run in full")
+            return None
+        return tables
 
     def heads(self, hidden: np.ndarray, timings: dict | None = None) -> np.ndarray:
         feeds = {"hidden_states": hidden.astype(np.float32)}

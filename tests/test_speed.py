@@ -139,6 +139,59 @@ def test_frames_run_alone_equal_the_full_forward(fp32_voice, reference):
         assert np.abs(wrong - full[:, changed]).max() > 1e-3
 
 
+def test_a_row_of_masks_runs_one_position_with_the_full_forwards_numbers(fp32_voice):
+    """The unconditional row's first run (every code a mask) runs one position: its hidden states
+    and the keys and values it keeps equal those of the whole row run through the graph (float
+    rounding apart), and the codes of every preset equal those of running it whole."""
+    from omnivoice_rt.forward import Backbone
+
+    backbone, target_len = fp32_voice.backbone, 40
+    masks = np.full((8, target_len), 1024)
+    row = backbone.embed(masks, np.ones(target_len, dtype=bool))
+    graph, rows = fp32_voice.graphs["llm_decoder"], []
+    original = graph.run
+    graph.run = lambda outputs, feeds: (
+        rows.append(feeds["inputs_embeds"].shape[1]) or original(outputs, feeds)
+    )
+    try:
+        hidden, kept = backbone.llm(row, keep=target_len)
+        plain, _ = backbone.llm(row)
+    finally:
+        graph.run = original
+    assert rows == [1, 1] and backbone.rotary is not None
+    whole, whole_kept = backbone.llm(row, keep=target_len, positions=np.arange(target_len))
+    np.testing.assert_allclose(hidden, whole, atol=2e-5, rtol=0)
+    np.testing.assert_allclose(plain, whole, atol=2e-5, rtol=0)
+    assert whole_kept.keys() == kept.keys()
+    for name, kv in whole_kept.items():
+        assert kv.shape == kept[name].shape
+        np.testing.assert_allclose(kept[name], kv, atol=2e-5, rtol=0, err_msg=name)
+    # the keys differ from one position to the next (rotated), the values do not
+    key = next(name for name in kept if name.endswith(".key"))
+    assert np.abs(kept[key][:, :, 1] - kept[key][:, :, 0]).max() > 1e-3
+    # a row that is not all one embedding runs whole
+    rows.clear()
+    graph.run = lambda outputs, feeds: (
+        rows.append(feeds["inputs_embeds"].shape[1]) or original(outputs, feeds)
+    )
+    try:
+        backbone.llm(row[:, ::-1] + np.arange(target_len, dtype=row.dtype)[None, :, None])
+    finally:
+        graph.run = original
+    assert rows == [target_len]
+    whole_row = Backbone.uniform
+    for preset in ("best", "balanced", "turbo"):
+        one = fp32_voice.generate(TEXT, preset=preset, seed=0)
+        Backbone.uniform = lambda self, embeds, keep, timings: self.llm(
+            embeds, keep=keep, timings=timings, positions=np.arange(embeds.shape[1])
+        )
+        try:
+            whole_codes = fp32_voice.generate(TEXT, preset=preset, seed=0)
+        finally:
+            Backbone.uniform = whole_row
+        np.testing.assert_array_equal(one.codes[0], whole_codes.codes[0], err_msg=preset)
+
+
 @pytest.mark.parametrize("reference", [False, True])
 def test_a_target_only_refresh_equals_the_full_forward_on_the_same_codes(fp32_voice, reference):
     """``frame_refresh_prompt=False``: a refresh runs the target alone after the prompt's kept
@@ -206,13 +259,14 @@ def count_llm_rows(voice, **kwargs) -> list[int]:
 def test_balanced_runs_the_prompt_twice_and_the_unconditional_row_every_third_step(fp32_voice):
     target = 50  # duration 2.0
     exact = count_llm_rows(fp32_voice, num_step=16, seed=0)
-    # a conditional and an unconditional row per step
-    assert len(exact) == 32 and sorted(set(exact))[0] == target
+    # a conditional and an unconditional row per step; the first unconditional row, all masks,
+    # runs one position (Backbone.uniform)
+    assert len(exact) == 32 and exact[1] == 1 and set(exact[2:]) == {target, max(exact)}
     balanced = count_llm_rows(fp32_voice, num_step="balanced", seed=0)
     whole = max(exact)
     assert balanced.count(whole) == 2  # steps 0 and 8 refresh the cache
-    # the cached conditional rows, and the unconditional row at 0, 3, ... 15
-    assert balanced.count(target) == 14 + 6
+    # the cached conditional rows, and the unconditional row at 0 (one position), 3, ... 15
+    assert balanced.count(target) == 14 + 5 and balanced[1] == 1
     none = count_llm_rows(fp32_voice, num_step=16, guidance_scale=0.0, seed=0)
     assert none == [whole] * 16  # no unconditional row at guidance 0
 
@@ -223,13 +277,14 @@ def test_the_frame_cache_forwards_only_the_changed_frames_between_refreshes(fp32
     rows = count_llm_rows(fp32_voice, **settings, seed=0)
     whole = max(count_llm_rows(fp32_voice, num_step=12, seed=0))
     # steps 0 and 6 run the conditional row in full; the unconditional row runs at 0, 3, 6, 9,
-    # in full at its first run (refreshed every 6 of its runs)
-    assert rows.count(whole) == 2 and rows.count(target) == 1
-    partial = [n for n in rows if n < target]
+    # in full at its first run (refreshed every 6 of its runs), which is all masks: one position
+    assert rows.count(whole) == 2 and rows[1] == 1
+    partial = [n for n in rows[2:] if n < target]
     assert len(partial) == 10 + 3 and sum(partial) < 10 * target / 2
     fp32_voice.backbone.takes_positions = False  # an LLM that cannot run frames at their positions
     try:
         expected = [n for step in range(12) for n in [whole] + [target] * (step % 3 == 0)]
+        expected[1] = 1
         assert count_llm_rows(fp32_voice, **settings, seed=0) == expected
     finally:
         fp32_voice.backbone.takes_positions = True
