@@ -179,6 +179,19 @@ def test_a_row_of_masks_runs_one_position_with_the_full_forwards_numbers(fp32_vo
     finally:
         graph.run = original
     assert rows == [target_len]
+    # an LLM whose rotary tables are unknown keeps no keys it did not compute
+    rows.clear()
+    graph.run = lambda outputs, feeds: (
+        rows.append(feeds["inputs_embeds"].shape[1]) or original(outputs, feeds)
+    )
+    backbone.rotary = None
+    try:
+        backbone.llm(row, keep=target_len)
+        backbone.llm(row)
+    finally:
+        graph.run = original
+        del backbone.rotary  # read again from the graph when next needed
+    assert rows == [target_len, 1]
     whole_row = Backbone.uniform
     for preset in ("best", "balanced", "turbo"):
         one = fp32_voice.generate(TEXT, preset=preset, seed=0)
