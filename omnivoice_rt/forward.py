@@ -31,6 +31,9 @@ section 1), all off in ``best``:
 - ``guidance_every`` k: the unconditional logits are computed every k-th call and reused
   between; at guidance 0 the unconditional row never runs.
 
+In every preset, exactly: the unconditional row's first run, every code a mask, is one embedding
+repeated, so it runs one position (:meth:`Backbone.uniform`).
+
 The seconds spent in each graph go to the ``timings`` dict the caller passes (one per request).
 """
 
