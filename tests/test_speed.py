@@ -139,25 +139,25 @@ def test_frames_run_alone_equal_the_full_forward(fp32_voice, reference):
         assert np.abs(wrong - full[:, changed]).max() > 1e-3
 
 
-def test_a_row_of_masks_runs_one_position_with_the_full_forwards_numbers(fp32_voice):
+def test_a_row_of_masks_runs_one_position_with_the_full_forwards_numbers(fp32_voice, monkeypatch):
     """The unconditional row's first run (every code a mask) runs one position: its hidden states
     and the keys and values it keeps equal those of the whole row run through the graph (float
     rounding apart), and the codes of every preset equal those of running it whole."""
     from omnivoice_rt.forward import Backbone
 
     backbone, target_len = fp32_voice.backbone, 40
-    masks = np.full((8, target_len), 1024)
-    row = backbone.embed(masks, np.ones(target_len, dtype=bool))
+    row = backbone.embed(np.full((8, target_len), 1024), np.ones(target_len, dtype=bool))
     graph, rows = fp32_voice.graphs["llm_decoder"], []
     original = graph.run
-    graph.run = lambda outputs, feeds: (
-        rows.append(feeds["inputs_embeds"].shape[1]) or original(outputs, feeds)
+    monkeypatch.setattr(
+        graph,
+        "run",
+        lambda outputs, feeds: (
+            rows.append(feeds["inputs_embeds"].shape[1]) or original(outputs, feeds)
+        ),
     )
-    try:
-        hidden, kept = backbone.llm(row, keep=target_len)
-        plain, _ = backbone.llm(row)
-    finally:
-        graph.run = original
+    hidden, kept = backbone.llm(row, keep=target_len)
+    plain, _ = backbone.llm(row)
     assert rows == [1, 1] and backbone.rotary is not None
     whole, whole_kept = backbone.llm(row, keep=target_len, positions=np.arange(target_len))
     np.testing.assert_allclose(hidden, whole, atol=2e-5, rtol=0)
@@ -171,38 +171,28 @@ def test_a_row_of_masks_runs_one_position_with_the_full_forwards_numbers(fp32_vo
     assert np.abs(kept[key][:, :, 1] - kept[key][:, :, 0]).max() > 1e-3
     # a row that is not all one embedding runs whole
     rows.clear()
-    graph.run = lambda outputs, feeds: (
-        rows.append(feeds["inputs_embeds"].shape[1]) or original(outputs, feeds)
-    )
-    try:
-        backbone.llm(row[:, ::-1] + np.arange(target_len, dtype=row.dtype)[None, :, None])
-    finally:
-        graph.run = original
+    backbone.llm(row + np.arange(target_len, dtype=row.dtype)[None, :, None])
     assert rows == [target_len]
     # an LLM whose rotary tables are unknown keeps no keys it did not compute
     rows.clear()
-    graph.run = lambda outputs, feeds: (
-        rows.append(feeds["inputs_embeds"].shape[1]) or original(outputs, feeds)
-    )
     backbone.rotary = None
     try:
         backbone.llm(row, keep=target_len)
         backbone.llm(row)
     finally:
-        graph.run = original
         del backbone.rotary  # read again from the graph when next needed
     assert rows == [target_len, 1]
-    whole_row = Backbone.uniform
-    for preset in ("best", "balanced", "turbo"):
-        one = fp32_voice.generate(TEXT, preset=preset, seed=0)
-        Backbone.uniform = lambda self, embeds, keep, timings: self.llm(
+    one = {p: fp32_voice.generate(TEXT, preset=p, seed=0) for p in ("best", "balanced", "turbo")}
+    monkeypatch.setattr(
+        Backbone,
+        "uniform",
+        lambda self, embeds, keep, timings: self.llm(
             embeds, keep=keep, timings=timings, positions=np.arange(embeds.shape[1])
-        )
-        try:
-            whole_codes = fp32_voice.generate(TEXT, preset=preset, seed=0)
-        finally:
-            Backbone.uniform = whole_row
-        np.testing.assert_array_equal(one.codes[0], whole_codes.codes[0], err_msg=preset)
+        ),
+    )
+    for preset, speech in one.items():
+        whole_codes = fp32_voice.generate(TEXT, preset=preset, seed=0).codes[0]
+        np.testing.assert_array_equal(speech.codes[0], whole_codes, err_msg=preset)
 
 
 @pytest.mark.parametrize("reference", [False, True])
