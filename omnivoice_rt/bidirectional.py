@@ -129,18 +129,19 @@ def rotary_tables(path: str | Path) -> tuple[np.ndarray, np.ndarray] | None:
     model = onnx.load(str(path), load_external_data=False)
     nodes = [n for n in model.graph.node if n.op_type == "GroupQueryAttention"]
     attrs = [{a.name: onnx.helper.get_attribute_value(a) for a in n.attribute} for n in nodes]
-    names = {tuple(n.input[7:9]) for n in nodes}
+    names = {tuple(n.input[7:9]) for n in nodes}  # (cos_cache, sin_cache) of each node
     if (
         not nodes
         or len(names) != 1
         or any(a.get("do_rotary", 0) != 1 or a.get("rotary_interleaved", 0) != 0 for a in attrs)
     ):
         return None
-    tables = {t.name: t for t in model.graph.initializer if t.name in next(iter(names))}
+    ((cos_name, sin_name),) = names
+    tables = {t.name: t for t in model.graph.initializer if t.name in (cos_name, sin_name)}
     if len(tables) != 2:
         return None
     folder = str(Path(path).parent)
-    cos, sin = (numpy_helper.to_array(tables[name], folder) for name in next(iter(names)))
+    cos, sin = (numpy_helper.to_array(tables[name], folder) for name in (cos_name, sin_name))
     return cos.astype(np.float32), sin.astype(np.float32)
 
 

@@ -89,8 +89,8 @@ class Backbone:
         ``positions`` (None: after the past ones), and the keys and values of the first ``keep``
         positions (past and new), by past input name, for later calls. A row without a past
         whose positions all hold one embedding runs one position (:meth:`uniform`)."""
-        uniform = past is None and positions is None and embeds.shape[:2] != (1, 1)
-        if uniform and (embeds == embeds[:, :1]).all() and (not keep or self.rotary):
+        whole_row = past is None and positions is None and embeds.shape[:2] != (1, 1)
+        if whole_row and (embeds == embeds[:, :1]).all() and (not keep or self.rotary):
             return self.uniform(embeds, keep, timings)
         session = self.graphs["llm_decoder"].session
         feeds = llm_feeds(session, embeds, None, self.head_dim, past, positions)
