@@ -143,6 +143,20 @@ def in_arrival_order(url: str, callers: list) -> tuple[list[int], dict]:
 TRANSCRIPT = "This is my voice."  # what the tiny recogniser hears in any audio
 
 
+def save_narrator(folder: Path, artifacts: Path) -> Path:
+    """Save one voice prompt, ``narrator``, encoded from a test recording, into the library
+    ``folder``; returns the folder."""
+    from omnivoice_build.equivalence import write_reference
+    from omnivoice_rt.model import OmniVoiceONNX
+
+    reference = write_reference(str(folder.parent / "narrator.wav"))
+    voice = OmniVoiceONNX.load(artifacts, "int4")
+    voice.create_voice_prompt(reference, "This is the narrator speaking.").save(
+        folder / "narrator.npz"
+    )
+    return folder
+
+
 @pytest.fixture(scope="session")
 def tiny_whisper(tmp_path_factory) -> Path:
     """A random-weight Whisper in the onnx-community layout (fp32 and int8) that hears ``TRANSCRIPT``."""

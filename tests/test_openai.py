@@ -19,12 +19,11 @@ import pytest
 import soundfile as sf
 from gradio_client import Client
 
-from omnivoice_build.equivalence import write_reference
 from omnivoice_rt.errors import Busy
 from omnivoice_rt.model import PRESETS, OmniVoiceONNX, Speech
 from space.line import Line
 from space.openai_api import OPENAI_VOICES
-from tests.conftest import in_arrival_order, running_app
+from tests.conftest import in_arrival_order, running_app, save_narrator
 
 KEY = "sk-test-omnivoice"
 SAYING = "Hello from the OpenAI door."
@@ -37,12 +36,7 @@ BALANCED = dict(PRESETS["balanced"])  # the endpoint's preset for model "omnivoi
 @pytest.fixture(scope="module")
 def saved_voices(cpu_artifacts, tmp_path_factory):
     """A folder with one saved voice prompt, ``narrator``."""
-    folder = tmp_path_factory.mktemp("voices")
-    reference = write_reference(str(folder.parent / "narrator.wav"))
-    voice = OmniVoiceONNX.load(cpu_artifacts, "int4")
-    voice.create_voice_prompt(reference, "This is the narrator speaking.").save(
-        folder / "narrator.npz"
-    )
+    folder = save_narrator(tmp_path_factory.mktemp("voices"), cpu_artifacts)
     (folder / "not a voice.npz").write_bytes(b"ignored: not a voice name")
     return folder
 

@@ -23,7 +23,7 @@ from omnivoice_rt.model import OmniVoiceONNX
 from omnivoice_rt.request import DOOR_PRESET, Request
 from omnivoice_rt.voice_prompt import VoicePrompt
 from space.voices import DESIGNED_VOICES
-from tests.conftest import free_port, in_arrival_order, running_app
+from tests.conftest import free_port, in_arrival_order, running_app, save_narrator
 
 KEY = "sk-test-wyoming"
 LONG = " ".join(
@@ -33,13 +33,7 @@ LONG = " ".join(
 
 @pytest.fixture(scope="module")
 def voices_dir(cpu_artifacts, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("library")
-    reference = write_reference(str(folder.parent / "narrator.wav"))
-    voice = OmniVoiceONNX.load(cpu_artifacts, "int4")
-    voice.create_voice_prompt(reference, "This is the narrator speaking.").save(
-        folder / "narrator.npz"
-    )
-    return folder
+    return save_narrator(tmp_path_factory.mktemp("library"), cpu_artifacts)
 
 
 @pytest.fixture(scope="module")
