@@ -152,7 +152,7 @@ class FrameCache:
     def target_only(self, target: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         """Run every target frame after the kept keys and values of the prompt; keep the
         target's new keys, values and hidden states."""
-        past = {name: kv[:, :, : self.offset] for name, kv in self.kv.items()}
+        past = {name: np.ascontiguousarray(kv[:, :, : self.offset]) for name, kv in self.kv.items()}
         positions = self.offset + np.arange(target.shape[1])
         self.hidden, self.kv = self.backbone.llm(
             target,
@@ -172,11 +172,14 @@ class FrameCache:
             at = self.offset + changed
             others = np.ones(next(iter(self.kv.values())).shape[2], dtype=bool)
             others[at] = False
-            past = {name: kv[:, :, others] for name, kv in self.kv.items()}
+            # np.take: kv[:, :, others] would lay the result out position-major, which ONNX
+            # Runtime copies slowly (a 10-frame call took 85 ms against 47; docs/performance.md)
+            kept = np.flatnonzero(others)
+            past = {name: np.take(kv, kept, axis=2) for name, kv in self.kv.items()}
             hidden, new = self.backbone.llm(
                 target[:, changed],
                 past,
-                keep=others.sum() + changed.size,
+                keep=kept.size + changed.size,
                 timings=self.timings,
                 positions=at,
             )
