@@ -15,7 +15,9 @@ share of its codes that equal the exact path's (a sanity figure: random weights 
 quality). Speedups are against PyTorch at 32 steps (what a user of upstream runs) and at the same
 number of steps.
 
-Cases: ``auto`` (5 s of speech), ``clone`` (a 5 s reference, 5 s of speech), and with ``--long``
+Cases: ``auto`` (5 s of speech), ``clone`` (a 5 s reference, encoded each run, 5 s of speech),
+``prompt`` (the same reference encoded once before the runs, as a saved voice prompt: what the
+server does after a reference's first use; upstream's ``create_voice_clone_prompt``), and with ``--long``
 a text of about 40 s (chunked), and then the time to its first audio when streamed (int4,
 ``balanced``) against the time its first piece takes alone. Columns: real-time factor, speedup over PyTorch, seconds per step,
 where the time goes (encoder, LLM, heads, codec decode, the rest: Python and numpy). Then the
@@ -56,6 +58,7 @@ CASES = {
     },
     "long": {"text": LONG_TEXT},
 }
+CASES["prompt"] = {**CASES["clone"], "saved": True}  # the clone case's reference, encoded once
 
 
 def machine() -> str:
@@ -73,12 +76,22 @@ def machine() -> str:
 # ----------------------------------------------------------------------------- engines
 
 
-def run_pytorch(model, case: dict, reference: str | None, num_step: int = 32) -> dict:
+def voice_kwargs(case: dict, reference, prompt_key: str) -> dict:
+    """``case`` as generate's keyword arguments: a recording's path with its text, or for a
+    saved case the prompt made from it (``reference``) under ``prompt_key``."""
+    kwargs = {k: v for k, v in case.items() if k != "saved"}
+    if case.get("saved"):
+        del kwargs["ref_text"]
+        kwargs[prompt_key] = reference
+    elif "ref_text" in kwargs:
+        kwargs["ref_audio"] = reference
+    return kwargs
+
+
+def run_pytorch(model, case: dict, reference, num_step: int = 32) -> dict:
     import torch
 
-    kwargs = dict(case, num_step=num_step)
-    if "ref_text" in kwargs:
-        kwargs["ref_audio"] = reference
+    kwargs = dict(voice_kwargs(case, reference, "voice_clone_prompt"), num_step=num_step)
     started = time.perf_counter()
     with torch.inference_mode():
         audio = model.generate(**kwargs)[0]
@@ -87,10 +100,8 @@ def run_pytorch(model, case: dict, reference: str | None, num_step: int = 32) ->
     return {"total": total, "seconds": seconds, "rtf": total / seconds}
 
 
-def run_onnx(voice, case: dict, reference: str | None, seed: int, num_step) -> dict:
-    kwargs = dict(case)
-    if "ref_text" in kwargs:
-        kwargs["ref_audio"] = reference
+def run_onnx(voice, case: dict, reference, seed: int, num_step) -> dict:
+    kwargs = voice_kwargs(case, reference, "voice_prompt")
     speech = voice.generate(seed=seed, num_step=num_step, **kwargs)
     t = speech.metadata["timings"]
     parts = {
@@ -221,7 +232,7 @@ def main(argv=None) -> int:
         "--precisions", default="int4,fp16,int8", help="comma-separated, those built"
     )
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--cases", default="auto,clone", help="auto, clone, long")
+    parser.add_argument("--cases", default="auto,clone", help="auto, clone, prompt, long")
     parser.add_argument(
         "--presets",
         default="best,balanced,turbo",
@@ -284,6 +295,18 @@ def main(argv=None) -> int:
     engines.update(extra)
     for name, voice in voices.items():
         print(f"{name}: MatMulNBits multiply in {voice.matmul[0]} ({voice.matmul[1]})")
+    saved: dict = {}  # runner -> its voice prompt of the reference, for the prompt case
+
+    def prompt_of(runner: str):
+        if runner not in saved:
+            ref_text = CASES["prompt"]["ref_text"]
+            saved[runner] = (
+                pytorch.create_voice_clone_prompt(reference, ref_text)
+                if runner == "pytorch"
+                else voices[runner].create_voice_prompt(reference, ref_text)
+            )
+        return saved[runner]
+
     results: dict = {}
     for case_name in args.cases.split(","):
         case = CASES[case_name]
@@ -292,10 +315,11 @@ def main(argv=None) -> int:
                 runner,
                 steps,
             ) in engines.items():  # alternate, so drift hits every engine alike
+                ref = prompt_of(runner) if case.get("saved") else reference
                 if runner == "pytorch":
-                    run = run_pytorch(pytorch, case, reference, steps)
+                    run = run_pytorch(pytorch, case, ref, steps)
                 else:
-                    run = run_onnx(voices[runner], case, reference, rep, steps)
+                    run = run_onnx(voices[runner], case, ref, rep, steps)
                 results.setdefault(case_name, {}).setdefault(engine, []).append(run)
                 print(
                     f"  {case_name} rep {rep} {engine}: {run['seconds']:.2f} s audio, rtf {run['rtf']:.2f}",
@@ -392,7 +416,7 @@ def main(argv=None) -> int:
         case: median_rtf(case, "int4/balanced") / median_rtf(case, "int4/turbo")
         if median_rtf(case, "int4/turbo")
         else 0.0
-        for case in ("auto", "clone")
+        for case in ("auto", "clone", "prompt")
     }
     print(
         f"speedup_auto={speedups.get(('auto', 'int4'), 0):.2f} speedup_clone={speedups.get(('clone', 'int4'), 0):.2f} "
@@ -401,10 +425,11 @@ def main(argv=None) -> int:
         f"speedup_balanced_clone={speedups.get(('clone', 'int4/balanced'), 0):.2f} "
         f"rtf_balanced_int4_auto={rtf_balanced:.2f} first_audio_s={first_s:.2f} "
         f"speedup_turbo_auto={turbo['auto']:.2f} speedup_turbo_clone={turbo['clone']:.2f} "
+        f"speedup_turbo_prompt={turbo['prompt']:.2f} "
         f"rtf_turbo_auto={median_rtf('auto', 'int4/turbo'):.2f}"
     )
     for engine, (_, preset) in extra.items():  # each against int4 with the same preset, in this run
-        for case in ("auto", "clone"):
+        for case in ("auto", "clone", "prompt"):
             if median_rtf(case, engine):
                 print(
                     f"{engine} {case}: rtf {median_rtf(case, engine):.2f}, "
