@@ -31,10 +31,17 @@ from types import SimpleNamespace
 import gradio as gr
 import numpy as np
 
-from omnivoice_rt import normalize
 from omnivoice_rt.errors import REPORTED, Cancelled
 from omnivoice_rt.formats import pcm16
-from omnivoice_rt.limits import MAX_STEPS, MAX_UPLOAD, MAX_WAITING
+from omnivoice_rt.limits import (
+    HEADER_TIMEOUT_S,
+    MAX_HTTP_CONNECTIONS,
+    MAX_STEPS,
+    MAX_UPLOAD,
+    MAX_WAITING,
+    MAX_WYOMING_CONNECTIONS,
+    WYOMING_IDLE_S,
+)
 from omnivoice_rt.model import Speech
 from omnivoice_rt.profiles import PROFILES
 from omnivoice_rt.request import DOOR_PRESET, PRESETS, Request
@@ -45,7 +52,7 @@ from omnivoice_rt.text import (
     check_string,
     language_display_name,
 )
-from space import gradio_guard
+from space import connections, gradio_guard
 from space.models import graphs_size, offered_precisions
 from space.serving import DEFAULTS, Config, Service, resolve_seed
 from space.voices import VoiceLibrary
@@ -97,7 +104,27 @@ PAGE_CSS = ".tag-button { white-space: nowrap; flex: 0 0 auto !important; }"
 
 def language_arg(language) -> str | None:
     """The page's language choice for the runtime: "Auto" (or nothing) lets it detect the language."""
+    if language is not None and not isinstance(language, str):
+        raise ValueError(
+            f"language must be a string, a name or a code such as 'en'; got {type(language).__name__}"
+        )
     return None if language in (None, "", "Auto") else language
+
+
+def page_flag(fields: dict, name: str) -> bool:
+    """A handler's true-or-false field, as it came (a string such as "no" is refused, not true)."""
+    value = fields[name]
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be true or false, got {type(value).__name__}")
+    return bool(value)
+
+
+def page_number(fields: dict, name: str) -> float:
+    """A handler's number field, finite."""
+    value = fields[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {str(value)[:20]!r}")
+    return float(value)
 
 
 def result_line(speech: Speech, seed: int, reused: bool = False) -> str:
@@ -121,6 +148,14 @@ def read_as(speech: Speech) -> str:
 
 
 MARKDOWN_CHARS = frozenset("\\`*_{}[]()<>#+-.!|~")
+
+
+# Writes to the voice library need the API key where one is set, on every door: the page and MCP
+# carry none, so there only the key's door writes.
+LIBRARY_KEYED = (
+    "This server's voice library takes new voices with its API key only: POST /v1/audio/voices "
+    "with 'Authorization: Bearer <key>'."
+)
 
 
 def refused(message: str, visible: bool = True) -> gr.Error:
@@ -183,10 +218,10 @@ def library_voice(library: VoiceLibrary | None, name) -> dict:
         return (library or VoiceLibrary()).options(name)
 
 
-def page_request(fields: dict, library: VoiceLibrary | None = None) -> Request:
+def page_request(fields: dict, service: Service, library: VoiceLibrary | None = None) -> Request:
     """A handler's fields (its arguments, by the page's names) as a request: "Auto" is no
     language, a voice prompt (or a voice of the library) replaces the reference, 0 s is no
-    duration, the seed is drawn."""
+    duration, the seed is drawn; its numbers read as words by the server's worker."""
     saved = library_voice(library, fields.get("voice"))
     prompt = fields.get("voice_prompt") or saved.get("voice_prompt")
     if "ref_audio" in fields and not fields["ref_audio"] and not prompt and not saved:
@@ -194,25 +229,27 @@ def page_request(fields: dict, library: VoiceLibrary | None = None) -> Request:
             "Record or upload a reference voice (or load a voice prompt file, or choose a voice "
             "of the library) first."
         )
-    options = {
-        "text": fields["text"],
-        "language": language_arg(fields["language"]) or saved.get("language"),
-        "instruct": fields.get("instruct") or saved.get("instruct"),
-        "ref_audio": None if prompt else fields.get("ref_audio") or None,
-        "ref_text": None if prompt else fields.get("ref_text") or None,
-        "voice_prompt": prompt,
-        "seed": resolve_seed(fields["seed"], fields["randomize_seed"]),
-        "preset": fields["preset"],
-        "num_step": int(fields["num_step"]),
-        "guidance_scale": float(fields["guidance"]),
-        "speed": float(fields["speed"]),
-        "duration": float(fields["duration"]) if fields["duration"] else None,
-        "denoise": bool(fields["denoise"]),
-        "postprocess_output": bool(fields["postprocess"]),
-        "normalize_text": bool(fields["normalize_text"]),
-    }
     with as_messages():
-        return Request.from_options(options, DOOR_PRESET)
+        options = {
+            "text": fields["text"],
+            "language": language_arg(fields["language"]) or saved.get("language"),
+            "instruct": fields.get("instruct") or saved.get("instruct"),
+            "ref_audio": None if prompt else fields.get("ref_audio") or None,
+            "ref_text": None if prompt else fields.get("ref_text") or None,
+            "voice_prompt": prompt,
+            "seed": resolve_seed(fields["seed"], page_flag(fields, "randomize_seed")),
+            "preset": fields["preset"],
+            "num_step": int(page_number(fields, "num_step")),
+            "guidance_scale": page_number(fields, "guidance"),
+            "speed": page_number(fields, "speed"),
+            "duration": page_number(fields, "duration") or None,
+            "denoise": page_flag(fields, "denoise"),
+            "postprocess_output": page_flag(fields, "postprocess"),
+            "normalize_text": page_flag(fields, "normalize_text"),
+        }
+        return Request.from_options(
+            options, DOOR_PRESET, normalizer=service.normalizer(abandoned())
+        )
 
 
 def run_synthesis(
@@ -314,10 +351,13 @@ def prompt_file() -> Path:
 # ----------------------------------------------------------------------------- event handlers
 
 
-def make_handlers(service: Service, default: str, library: VoiceLibrary) -> SimpleNamespace:
+def make_handlers(
+    service: Service, default: str, library: VoiceLibrary, keyed: bool = False
+) -> SimpleNamespace:
     """The API's handlers (the whole result at the end; their docstrings describe the MCP tools)
     and the page's (pieces as they are made, when ``STREAMING``); all share the service, their
-    line and their messages."""
+    line and their messages. ``keyed``: the server has an API key, which the library's writes
+    need (``LIBRARY_KEYED``): the page and MCP, which carry none, do not write."""
 
     def synthesize(
         text,
@@ -359,7 +399,7 @@ def make_handlers(service: Service, default: str, library: VoiceLibrary) -> Simp
             The speech as a 24 kHz wav file, and one line saying its length, time taken and seed.
         """
         # The arguments by name (this signature is the API's): see page_request.
-        return run_synthesis(service, precision, progress, page_request(locals(), library))
+        return run_synthesis(service, precision, progress, page_request(locals(), service, library))
 
     def clone(
         text,
@@ -407,7 +447,7 @@ def make_handlers(service: Service, default: str, library: VoiceLibrary) -> Simp
             The speech as a 24 kHz wav file, and one line saying its length, time taken and seed.
         """
         # The arguments by name (this signature is the API's): see page_request.
-        return run_synthesis(service, precision, progress, page_request(locals(), library))
+        return run_synthesis(service, precision, progress, page_request(locals(), service, library))
 
     def page_twin(api_handler):
         """The page's button for an API handler: the same fields (this signature, which Gradio
@@ -425,8 +465,11 @@ def make_handlers(service: Service, default: str, library: VoiceLibrary) -> Simp
             bound.apply_defaults()
             values = bound.arguments
             tracker = values.pop("progress", progress.default)
-            pieces = bool(values.pop("sentences", False))
-            request = page_request(values, library)
+            pieces = values.pop("sentences", False)
+            with as_messages():
+                if not isinstance(pieces, bool):
+                    raise ValueError("sentences must be true or false")
+            request = page_request(values, service, library)
             yield from stream_synthesis(service, values["precision"], tracker, request, pieces)
 
         twin.__signature__ = twin_signature
@@ -492,7 +535,7 @@ def make_handlers(service: Service, default: str, library: VoiceLibrary) -> Simp
         precision=default,
         progress=gr.Progress(),
     ):
-        """Save a reference recording in the server's voice library under a name, for every door (the page, clone's voice argument, the OpenAI and Wyoming doors). Only where the server allows it (--voices-writable).
+        """Save a reference recording in the server's voice library under a name, for every door (the page, clone's voice argument, the OpenAI and Wyoming doors). Only where the server allows it (--voices-writable) and has no API key (with a key: POST /v1/audio/voices).
 
         Args:
             name: The voice's name: 1 to 64 letters, digits, '_', '.' or '-'.
@@ -503,9 +546,12 @@ def make_handlers(service: Service, default: str, library: VoiceLibrary) -> Simp
         Returns:
             One line saying what was saved.
         """
+        if keyed and library.writable:
+            raise refused(LIBRARY_KEYED)
         if not ref_audio:
             raise refused("Record or upload a reference voice first.")
-        language = language_arg(language)
+        with as_messages():
+            language = language_arg(language)
 
         def encode():
             reference = service.reference(
@@ -516,7 +562,8 @@ def make_handlers(service: Service, default: str, library: VoiceLibrary) -> Simp
 
         with as_messages():
             try:
-                entry = library.add_recording((name or "").strip(), encode, language)
+                named = name.strip() if isinstance(name, str) else name
+                entry = library.add_recording(named, encode, language)
             except (FileExistsError, PermissionError) as exc:  # not REPORTED: said here
                 raise ValueError(str(exc)) from None
         return f"Saved {entry.name!r} in the library ({entry.duration:g} s of speech)."
@@ -525,7 +572,10 @@ def make_handlers(service: Service, default: str, library: VoiceLibrary) -> Simp
         """An example of the page, as the page's defaults make it (seed 0, so a cached result is its result)."""
         fields = {**DEFAULTS, "randomize_seed": False, "text": text, "language": language}
         return run_synthesis(
-            service, default, progress, page_request({**fields, "instruct": instruct or None})
+            service,
+            default,
+            progress,
+            page_request({**fields, "instruct": instruct or None}, service),
         )
 
     return SimpleNamespace(
@@ -610,9 +660,11 @@ def build_demo(
     config: Config | None = None,
     service: Service | None = None,
     library: VoiceLibrary | None = None,
+    keyed: bool = False,
 ) -> gr.Blocks:
     """The page and its API over ``service`` (made from ``config`` when not given) and the voice
-    ``library`` (none when not given)."""
+    ``library`` (none when not given); ``keyed``: the server has an API key (the page then does
+    not write to the library)."""
     if service is None:
         config = config or Config()
         service = Service(config, offered_precisions(config.source))
@@ -620,7 +672,7 @@ def build_demo(
     config, default, offered = service.config, service.models.default, service.models.offered
     if config.preload:
         service.preload(default)
-    handlers = make_handlers(service, default, library)
+    handlers = make_handlers(service, default, library, keyed)
     examples_cache()
 
     def describe(precision: str) -> str:
@@ -749,7 +801,7 @@ def build_demo(
                     )
                 with gr.Row():
                     save_button = gr.Button("Save this voice as a prompt file")
-                with gr.Row(visible=library.writable):
+                with gr.Row(visible=library.writable and not keyed):
                     library_name = gr.Textbox(
                         label="Name in the library", placeholder="narrator", elem_id="library-name"
                     )
@@ -841,19 +893,23 @@ def build_server(
     voices_writable: bool = False,
     wyoming: str | None = None,
     wyoming_zeroconf: str | None = None,
+    wyoming_limits: tuple[int, float] = (MAX_WYOMING_CONNECTIONS, WYOMING_IDLE_S),
 ):
     """One FastAPI app for every door: the OpenAI-compatible routes under /v1, the Gradio page and
     its API at /, and, with ``mcp``, Gradio's MCP server at /gradio_api/mcp (which calls the page's
-    API at ``local_url``); with ``wyoming`` (a tcp:// address), the Wyoming door for Home Assistant.
-    One ``Service``: one line of requests, one set of loaded models and caches; one voice library
-    (``voice_dir``, written to with ``voices_writable``)."""
+    API at ``local_url``); with ``wyoming`` (a tcp:// address), the Wyoming door for Home Assistant
+    (``wyoming_limits``: its connections at once, its idle timeout in seconds). One ``Service``:
+    one line of requests, one set of loaded models and caches; one voice library (``voice_dir``,
+    written to with ``voices_writable``)."""
     from fastapi import FastAPI
 
     from space.openai_api import OpenAIDoor
 
     service = Service(config, offered_precisions(config.source))
     if DEFAULTS["normalize_text"]:  # so that the first request does not wait for the normalizers
-        threading.Thread(target=normalize.preload, name="normalize-preload", daemon=True).start()
+        threading.Thread(
+            target=service.reader.preload, name="normalize-preload", daemon=True
+        ).start()
     # No generated docs: the OpenAI door's contract is OpenAI's, the page documents its own API.
     server = FastAPI(title="OmniVoice ONNX", docs_url=None, redoc_url=None, openapi_url=None)
     server.add_middleware(gradio_guard.QuietDisconnects)
@@ -863,10 +919,10 @@ def build_server(
     if wyoming:
         from space.wyoming_door import WyomingDoor
 
-        WyomingDoor(service, library, wyoming, wyoming_zeroconf).start()
+        WyomingDoor(service, library, wyoming, wyoming_zeroconf, *wyoming_limits).start()
     # For load balancers and monitors: the line's state, open like the page.
     server.add_api_route("/health", service.health, methods=["GET"])
-    demo = build_demo(config, service, library)
+    demo = build_demo(config, service, library, keyed=bool(api_key))
     # Gradio's queue lets requests through to the one line (which turns away the surplus), with
     # room beside it for requests that are downloading or loading another precision.
     workers = config.concurrency + len(PROFILES)
@@ -926,6 +982,20 @@ def main(argv: list[str] | None = None) -> int:
         help=f"requests waiting in line, all doors together (default {MAX_WAITING}); more get 'busy'",
     )
     parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=int(os.environ.get("OMNIVOICE_MAX_CONNECTIONS", MAX_HTTP_CONNECTIONS)),
+        help=f"HTTP connections open at once (default {MAX_HTTP_CONNECTIONS}); a newcomer past "
+        "them is answered 503 (env OMNIVOICE_MAX_CONNECTIONS)",
+    )
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        default=float(os.environ.get("OMNIVOICE_HEADER_TIMEOUT", HEADER_TIMEOUT_S)),
+        help=f"seconds an HTTP request's headers may take (default {HEADER_TIMEOUT_S:g}); a "
+        "slower connection is closed (env OMNIVOICE_HEADER_TIMEOUT)",
+    )
+    parser.add_argument(
         "--threads", type=int, default=None, help="ONNX Runtime threads per session"
     )
     parser.add_argument(
@@ -964,6 +1034,20 @@ def main(argv: list[str] | None = None) -> int:
         "(default name: omnivoice)",
     )
     parser.add_argument(
+        "--wyoming-max-connections",
+        type=int,
+        default=int(os.environ.get("OMNIVOICE_WYOMING_MAX_CONNECTIONS", MAX_WYOMING_CONNECTIONS)),
+        help=f"Wyoming connections open at once (default {MAX_WYOMING_CONNECTIONS}); a newcomer "
+        "past them gets a 'busy' error (env OMNIVOICE_WYOMING_MAX_CONNECTIONS)",
+    )
+    parser.add_argument(
+        "--wyoming-idle-timeout",
+        type=float,
+        default=float(os.environ.get("OMNIVOICE_WYOMING_IDLE_TIMEOUT", WYOMING_IDLE_S)),
+        help=f"seconds a Wyoming connection may send nothing while nothing is made for it "
+        f"(default {WYOMING_IDLE_S:g}; env OMNIVOICE_WYOMING_IDLE_TIMEOUT)",
+    )
+    parser.add_argument(
         "--mcp",
         action="store_true",
         default=os.environ.get("GRADIO_MCP_SERVER", "").lower() == "true",
@@ -972,6 +1056,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 0 <= args.max_waiting <= 1000 or args.concurrency < 1:
         parser.error("--max-waiting takes 0 to 1000 requests and --concurrency at least 1")
+    if min(args.max_connections, args.wyoming_max_connections) < 1:
+        parser.error("--max-connections and --wyoming-max-connections take at least 1")
+    if min(args.header_timeout, args.wyoming_idle_timeout) <= 0:
+        parser.error("--header-timeout and --wyoming-idle-timeout take a number of seconds > 0")
     if args.wyoming_zeroconf and not args.wyoming:
         parser.error(
             "--wyoming-zeroconf advertises the Wyoming door: give --wyoming tcp://HOST:PORT"
@@ -1013,6 +1101,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.voices_writable,
                 args.wyoming,
                 args.wyoming_zeroconf,
+                (args.wyoming_max_connections, args.wyoming_idle_timeout),
             )
         except (ValueError, FileNotFoundError) as exc:  # a door that cannot open: one line
             parser.error(str(exc))
@@ -1026,7 +1115,12 @@ def main(argv: list[str] | None = None) -> int:
         # uvicorn shuts down gracefully on SIGTERM, then raises it again for the handler it found: this
         # one exits normally, so the clean-up below and atexit's (the examples' temporary folder) run.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-        uvicorn.run(server, host=args.host, port=args.port, log_level="warning")
+        http = connections.http_protocol(args.max_connections, args.header_timeout)
+        served = uvicorn.Config(
+            server, host=args.host, port=args.port, log_level="warning", http=http
+        )
+        connections.quiet_resource_errors()  # after uvicorn set up its loggers
+        uvicorn.Server(served).run()
     finally:
         clean_up()  # after Gradio deleted the files it made
     return 0

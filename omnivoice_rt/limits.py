@@ -13,6 +13,7 @@ import math
 
 MAX_TEXT_CHARS = 10_000  # text to speak; past ~30 s of speech it is made in chunks
 MAX_DURATION_S = 600.0  # a forced duration
+MAX_INSTRUCT_CHARS = 500  # a voice design: at most six short items ("female, low pitch")
 # speaking rate: 1.0 normal; a bound each way keeps the estimate finite
 MIN_SPEED, MAX_SPEED = (0.1, 10.0)
 MAX_STEPS = 64  # unmasking steps: the presets use 12, 16 and 32; upstream's docs suggest 16 to 32
@@ -29,6 +30,12 @@ MAX_PROMPT_FILE_BYTES = 1 << 20  # a voice prompt .npz: 30 s of codes are 48 kB
 MAX_UPLOAD = "20mb"  # any upload to the Space
 # requests waiting for their turn in a server, all doors together; more are turned away
 MAX_WAITING = 32
+# Connections a server holds, each a file descriptor of the 1,024 a process commonly has: past
+# them a newcomer is refused at once (HTTP 503, a Wyoming 'busy' event), and silent ones close.
+MAX_HTTP_CONNECTIONS = 256  # the page, its API, MCP and the OpenAI door
+HEADER_TIMEOUT_S = 10.0  # an HTTP request's headers, from its connection or the last answer
+MAX_WYOMING_CONNECTIONS = 32  # Home Assistant opens one per request
+WYOMING_IDLE_S = 60.0  # a Wyoming connection without an event while nothing is answered
 # One attention layer holds heads x rows x rows float32 scores for the conditional row: at 2 GiB
 # the real model (16 heads) takes 5,792 positions, far beyond a 30 s reference and a 15 s chunk.
 ATTENTION_BUDGET_BYTES = 2 << 30

@@ -24,10 +24,11 @@ OpenAI's speech API does and upstream's README recommends for digits.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import unicodedata
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Callable, Mapping
+from dataclasses import InitVar, dataclass, field, fields
 from functools import lru_cache
 
 import numpy as np
@@ -54,6 +55,8 @@ EXPERIMENTAL = ("turbo",)  # presets every door labels experimental
 LIBRARY_PRESET = "best"  # OmniVoiceONNX.generate and stream
 DOOR_PRESET = "balanced"  # the CLI, batch, the page, gradio_client, MCP, the OpenAI door
 DOOR_NORMALIZE_TEXT = True  # the same doors; the library: False, as upstream
+# how a request's numbers are read as words: (text, language) -> the text as read
+Normalizer = Callable[[str, "str | None"], str]
 
 
 @dataclass(frozen=True)
@@ -195,7 +198,9 @@ class Request:
     reference and its transcript, or a saved voice prompt) and the settings, a preset expanded.
 
     ``ref_audio`` may be a path, bytes or (samples, sample_rate); ``voice_prompt`` a path or a
-    :class:`~omnivoice_rt.voice_prompt.VoicePrompt`."""
+    :class:`~omnivoice_rt.voice_prompt.VoicePrompt`. ``normalizer(text, language)`` reads the
+    numbers as words when ``normalize_text`` (None: ``normalize.normalize_text`` in this thread,
+    bounded by ``MAX_TEXT_CHARS``; a server passes its worker's, ``space/normalizing.py``)."""
 
     text: str
     language: str | None = None
@@ -209,8 +214,9 @@ class Request:
     normalize_text: bool = False
     settings: GenerationSettings = field(default_factory=GenerationSettings)
     spoken_text: str = field(init=False, default="")
+    normalizer: InitVar[Normalizer | None] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, normalizer: Normalizer | None) -> None:
         text = check_text(self.text)
         if not _is_kind(self.normalize_text, (bool,)):
             raise ValueError(
@@ -237,7 +243,7 @@ class Request:
         self.settings.validate()
         language = resolve_language(self.language)
         # as upstream: the target text only, before the instruct's language and the durations
-        spoken = _normalized(text, language) if self.normalize_text else text
+        spoken = _normalized(text, language, normalizer) if self.normalize_text else text
         object.__setattr__(self, "text", text)
         object.__setattr__(self, "spoken_text", spoken)
         object.__setattr__(self, "language", language)
@@ -251,12 +257,16 @@ class Request:
 
     @classmethod
     def from_options(
-        cls, options: Mapping, preset: str = LIBRARY_PRESET, normalize_text: bool = False
+        cls,
+        options: Mapping,
+        preset: str = LIBRARY_PRESET,
+        normalize_text: bool = False,
+        normalizer: Normalizer | None = None,
     ) -> Request:
         """A request from ``OPTIONS``' names and JSON values (None: not given). ``preset`` and
         ``normalize_text`` are the door's defaults; an option ``preset`` replaces it, and options
         of the settings override it (``num_step`` may name a preset too, the older spelling of
-        ``preset``)."""
+        ``preset``). ``normalizer``: see :class:`Request`."""
         unknown = sorted(set(options) - set(OPTIONS))
         if unknown:
             raise ValueError(
@@ -279,11 +289,19 @@ class Request:
             name, **{k: given.pop(k) for k in list(given) if k in SETTINGS}
         )
         given.setdefault("normalize_text", normalize_text)
-        return cls(**given, settings=settings)
+        return cls(**given, settings=settings, normalizer=normalizer)
 
     def with_prompt(self, voice_prompt) -> Request:
-        """This request with its reference replaced by ``voice_prompt`` (already encoded)."""
-        return replace(self, ref_audio=None, ref_text=None, voice_prompt=voice_prompt)
+        """This request with its reference replaced by ``voice_prompt`` (already encoded): the
+        rest as checked and read already (its text is not read again)."""
+        request = copy.copy(self)
+        for name, value in (
+            ("ref_audio", None),
+            ("ref_text", None),
+            ("voice_prompt", voice_prompt),
+        ):
+            object.__setattr__(request, name, value)
+        return request
 
     def options(self) -> dict:
         """The request as ``OPTIONS`` (files and the voice prompt left out): for a record of what
@@ -318,11 +336,18 @@ def check_text(text, normalized: bool = False) -> str:
     return text
 
 
-@lru_cache(maxsize=32)  # a request remade with its encoded reference is not normalized twice
-def _normalized(text: str, language: str | None) -> str:
+def _normalized(text: str, language: str | None, normalizer: Normalizer | None) -> str:
     """``text`` normalized (numbers, dates and money in words), checked again as ``check_text``:
     normalization cannot make it too long or unspeakable unseen."""
-    return check_text(normalize.normalize_text(text, language), normalized=True)
+    if normalizer is None:
+        return _normalized_here(text, language)
+    return check_text(normalizer(text, language), normalized=True)
+
+
+@lru_cache(maxsize=32)  # a request remade (dataclasses.replace) is not normalized twice
+def _normalized_here(text: str, language: str | None) -> str:
+    words = normalize.normalize_text(text, language, max_chars=MAX_TEXT_CHARS)
+    return check_text(words, normalized=True)
 
 
 def options_signature(function):

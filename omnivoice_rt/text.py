@@ -17,6 +17,8 @@ import unicodedata
 from functools import lru_cache
 from pathlib import Path
 
+from omnivoice_rt.limits import MAX_INSTRUCT_CHARS
+
 # ----------------------------------------------------------------------------- languages
 
 _LANGUAGES = json.loads(
@@ -40,6 +42,12 @@ def check_string(value, what: str) -> str:
             "UTF-16 surrogate pair and not a character: send the text as valid Unicode"
         ) from None
     return value
+
+
+def quoted(value: str, limit: int = 40) -> str:
+    """``value`` as a message quotes what it refuses: in quotes, at most ``limit`` characters
+    of it (a reply never copies a long input back)."""
+    return repr(value) if len(value) <= limit else repr(value[:limit]) + "..."
 
 
 def language_display_name(name: str) -> str:
@@ -81,10 +89,14 @@ def resolve_language(language: str | None) -> str | None:
         primary = TAG_ALIASES.get(primary, primary)
         if primary in LANG_IDS:
             return primary
-    close = difflib.get_close_matches(language.lower(), list(LANG_NAME_TO_ID), n=1, cutoff=0.75)
+    close = (  # no language's name is over 64 characters
+        difflib.get_close_matches(language.lower(), list(LANG_NAME_TO_ID), n=1, cutoff=0.75)
+        if len(language) <= 64
+        else []
+    )
     hint = f" Did you mean '{language_display_name(close[0])}'?" if close else ""
     raise ValueError(
-        f"Unknown language '{language}'.{hint} Use a language code (e.g. 'en', 'zh', 'ja', 'de'), "
+        f"Unknown language {quoted(language)}.{hint} Use a language code (e.g. 'en', 'zh', 'ja', 'de'), "
         "a name (e.g. 'English', 'Chinese'), or None to let the model decide."
     )
 
@@ -163,6 +175,11 @@ def resolve_instruct(instruct: str | None, use_zh: bool = False) -> str | None:
     if instruct is None or not instruct.strip():
         return None
     instruct_str = instruct.strip()
+    if len(instruct_str) > MAX_INSTRUCT_CHARS:
+        raise ValueError(
+            f"the instruct is {len(instruct_str)} characters long; a voice design is a few short "
+            f"items such as 'female, low pitch' (at most {MAX_INSTRUCT_CHARS} characters)"
+        )
     raw_items = [x for x in re.split(r"\s*[,，]\s*", instruct_str) if x]
     unknown, normalised = [], []
     for raw in raw_items:
@@ -174,13 +191,13 @@ def resolve_instruct(instruct: str | None, use_zh: bool = False) -> str | None:
             unknown.append((raw, item, suggestion[0] if suggestion else None))
     if unknown:
         lines = [
-            f"  '{raw}' -> '{item}' (unsupported; did you mean '{sug}'?)"
+            f"  {quoted(raw)} -> {quoted(item)} (unsupported; did you mean '{sug}'?)"
             if sug
-            else f"  '{raw}' -> '{item}' (unsupported)"
-            for raw, item, sug in unknown
-        ]
+            else f"  {quoted(raw)} -> {quoted(item)} (unsupported)"
+            for raw, item, sug in unknown[:8]
+        ] + ([f"  and {len(unknown) - 8} more"] if len(unknown) > 8 else [])
         raise ValueError(
-            f"Unsupported instruct items found in {instruct_str}:\n"
+            f"Unsupported instruct items found in {quoted(instruct_str, 200)}:\n"
             + "\n".join(lines)
             + "\n\nValid English items: "
             + ", ".join(sorted(INSTRUCT_VALID_EN))

@@ -28,6 +28,7 @@ refused or abandoned uploads left in it.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import os
 import re
@@ -87,15 +88,22 @@ GRADIO_DIR = str(Path(gr.__file__).parent)
 
 def gradio_refusal(error: BaseException | None) -> bool:
     """Whether ``error`` is Gradio refusing a request's input (a gr.Error, a path not uploaded,
-    too few values) rather than a bug: raised by Gradio's own code, or a gr.Error."""
+    too few values, a ``FileData`` without its ``meta``, a URL to a private address) rather than
+    a bug: raised by Gradio's own code, or while Gradio read the request's input, or a gr.Error."""
     if isinstance(error, gr.Error):
         return True
     if not isinstance(error, ValueError) or error.__traceback__ is None:
         return False
+    frames = []
     frame = error.__traceback__
-    while frame.tb_next is not None:
+    while frame is not None:
+        frames.append(frame.tb_frame.f_code)
         frame = frame.tb_next
-    return frame.tb_frame.f_code.co_filename.startswith(GRADIO_DIR)
+    reading_input = any(
+        code.co_name == "preprocess_data" and code.co_filename.startswith(GRADIO_DIR)
+        for code in frames
+    )
+    return reading_input or frames[-1].co_filename.startswith(GRADIO_DIR)
 
 
 class _Tracebacks:
@@ -108,8 +116,8 @@ class _Tracebacks:
     def print_exc(*args, **kwargs) -> None:
         error = sys.exc_info()[1]
         if gradio_refusal(error):
-            message = str(error).splitlines()[0] if str(error) else type(error).__name__
-            logger.info("refused a request: %s", message)
+            lines = str(error).splitlines()[:2] or [type(error).__name__]
+            logger.info("refused a request: %s", " ".join(line.strip() for line in lines)[:300])
         else:
             traceback.print_exc(*args, **kwargs)
 
@@ -155,6 +163,8 @@ def accept_mcp_files(demo: gr.Blocks) -> None:
             # A file URL of this server (a result to pass on): the upload folder decides.
             path = unquote(parts.path.split(FILE_ROUTE, 1)[1])
             return as_file(uploaded(path), "that file is not on this server (any more)")
+        if parts.scheme in ("http", "https") and not public_host(parts.hostname):
+            raise ValueError(f"a file URL must name a public address; {MCP_FILE_HINT}")
         if parts.scheme in ("http", "https", "data"):
             return value  # Gradio's MCP fetches it (public addresses only) or decodes it
         return as_file(uploaded(value), "a file argument is not a URL nor a file uploaded here")
@@ -168,6 +178,22 @@ def accept_mcp_files(demo: gr.Blocks) -> None:
         return convert(arguments, positions)
 
     server.convert_strings_to_filedata = convert_files
+
+
+def public_host(host: str | None) -> bool:
+    """Whether a URL's host may be public: a name (Gradio resolves it and refuses private
+    addresses then), or a global IP address; not ``localhost`` nor a private, loopback or link-local
+    address, which are refused here at once, with the reason."""
+    if (
+        not host
+        or host.lower() in ("localhost", "localhost.")
+        or host.lower().endswith(".localhost")
+    ):
+        return False
+    try:
+        return ipaddress.ip_address(host).is_global
+    except ValueError:
+        return True  # a name
 
 
 class QuietDisconnects:

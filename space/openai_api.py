@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import anyio
 from fastapi import APIRouter, FastAPI, Request
@@ -36,7 +37,7 @@ from omnivoice_rt.formats import FORMATS, AudioWriter, available_formats
 from omnivoice_rt.limits import MAX_SPEED, MIN_SPEED
 from omnivoice_rt.request import DOOR_NORMALIZE_TEXT, DOOR_PRESET, PRESETS, check_text
 from omnivoice_rt.request import Request as SynthesisRequest
-from omnivoice_rt.text import resolve_instruct, resolve_language
+from omnivoice_rt.text import quoted, resolve_instruct, resolve_language
 from space.serving import Service, resolve_seed
 from space.voices import AUTO_VOICE, DESIGNED_VOICES, VoiceLibrary
 
@@ -149,8 +150,9 @@ class OpenAIDoor:
 
     # ------------------------------------------------------------------ requests
 
-    def parse(self, body) -> SpeechRequest:
-        """The body checked field by field; each problem named with its field (``param``)."""
+    def parse(self, body, should_stop=None) -> SpeechRequest:
+        """The body checked field by field; each problem named with its field (``param``); its
+        numbers read as words by the server's worker (stopped when ``should_stop()``)."""
         if not isinstance(body, dict):
             raise ApiError(400, "The body must be a JSON object with at least 'input'.")
         text = body.get("input")
@@ -163,26 +165,27 @@ class OpenAIDoor:
             text = check_text(text)
         except ValueError as exc:
             raise ApiError(400, str(exc), param="input") from exc
-        model = body.get("model") or MODEL
+        model = optional(body, "model", str) or MODEL
         models = self.models()
-        if not isinstance(model, str) or model not in models:
+        if model not in models:
             raise ApiError(
                 404,
-                f"The model {model!r} does not exist here; choose one of {', '.join(models)}.",
+                f"The model {quoted(model)} does not exist here; choose one of {', '.join(models)}.",
                 param="model",
                 code="model_not_found",
             )
         precision, preset = models[model]
-        preset = body.get("preset") or preset
-        if not isinstance(preset, str) or preset not in PRESETS:
+        preset = optional(body, "preset", str) or preset
+        if preset not in PRESETS:
             raise ApiError(
                 400,
-                f"Unknown preset {preset!r}; choose one of {', '.join(PRESETS)}.",
+                f"Unknown preset {quoted(preset)}; choose one of {', '.join(PRESETS)}.",
                 param="preset",
             )
-        voice = body.get("voice") or AUTO_VOICE
+        voice = body.get("voice")
         if isinstance(voice, dict):  # OpenAI's {"id": "voice_..."} form of a custom voice
             voice = voice.get("id")
+        voice = AUTO_VOICE if voice is None or voice == "" else voice
         if not isinstance(voice, str):
             raise ApiError(
                 400,
@@ -193,24 +196,22 @@ class OpenAIDoor:
             voice_options = self.library.options(voice)
         except ValueError as exc:
             raise ApiError(400, str(exc), param="voice") from exc
-        fmt = body.get("response_format") or "mp3"
+        fmt = optional(body, "response_format", str) or "mp3"
         if fmt not in self.formats:
             raise ApiError(
                 400,
-                f"Unsupported response_format {fmt!r}; this server writes {', '.join(self.formats)}.",
+                f"Unsupported response_format {quoted(fmt)}; this server writes {', '.join(self.formats)}.",
                 param="response_format",
             )
-        stream_format = body.get("stream_format") or "audio"
+        stream_format = optional(body, "stream_format", str) or "audio"
         if stream_format not in ("audio", "sse"):
             raise ApiError(
                 400,
-                f"Unknown stream_format {stream_format!r}; use 'audio' or 'sse'.",
+                f"Unknown stream_format {quoted(stream_format)}; use 'audio' or 'sse'.",
                 param="stream_format",
             )
-        instruct = body.get("instructions") or voice_options.get("instruct")
+        instruct = optional(body, "instructions", str) or voice_options.get("instruct")
         try:
-            if instruct is not None and not isinstance(instruct, str):
-                raise ValueError("'instructions' must be a string.")
             instruct = resolve_instruct(instruct)
         except ValueError as exc:
             raise ApiError(
@@ -257,7 +258,9 @@ class OpenAIDoor:
             "normalize_text": normalize_text,
         }
         try:
-            synthesis = SynthesisRequest.from_options(options, preset)
+            synthesis = SynthesisRequest.from_options(
+                options, preset, normalizer=self.service.normalizer(should_stop)
+            )
         # each field was checked above; what is left: the text as normalization left it
         except ValueError as exc:
             param = "input" if str(exc).startswith("text") else None
@@ -268,7 +271,7 @@ class OpenAIDoor:
             voice=voice,
             response_format=fmt,
             sse=stream_format == "sse",
-            sentences=bool(body.get("sentences")),
+            sentences=optional(body, "sentences", bool) or False,
         )
 
     def check_key(self, request: Request) -> None:
@@ -290,9 +293,15 @@ class OpenAIDoor:
         @router.post("/audio/speech")
         async def speech(request: Request):
             self.check_key(request)
-            body = await read_json(request)
-            # in a thread: normalizing a long text takes seconds (2 ms a character)
-            job = SpeechJob(self.service, await anyio.to_thread.run_sync(self.parse, body))
+            body = await read_json(request, json_only=True)
+            stopped = threading.Event()  # the client went away: what is under way for it stops
+            try:
+                # in a thread, which waits for the text normalization worker (seconds for a long text)
+                async with watching(request.receive, stopped):
+                    parsed = await anyio.to_thread.run_sync(self.parse, body, stopped.is_set)
+            except Exception as exc:  # noqa: BLE001 - a full worker line, a client gone: in OpenAI's words
+                raise api_error(exc) from exc
+            job = SpeechJob(self.service, parsed, stopped)
             # Waiting for a turn holds a thread: these come from the door's own pool, never Gradio's.
             # A client that leaves meanwhile stops it: out of the line, or at the next step.
             try:
@@ -327,6 +336,7 @@ class OpenAIDoor:
 
         app.include_router(self.router())
         app.include_router(voice_routes(self))
+        app.add_middleware(SameSiteWrites)
 
         async def handler(_request, exc: ApiError):
             return exc.response()
@@ -339,10 +349,9 @@ class SpeechJob:
     every error before the first byte gets its status); ``body`` is the response's bytes; ``close``
     ends it, however the response ends. The turn in the line is held from ``start`` to ``close``."""
 
-    def __init__(self, service: Service, request: SpeechRequest):
+    def __init__(self, service: Service, request: SpeechRequest, stopped: threading.Event):
         self.service, self.request = service, request
-        # the client went away: the synthesis stops at its next step
-        self.stopped = threading.Event()
+        self.stopped = stopped  # the client went away: the synthesis stops at its next step
         self.ahead = 0  # requests ahead in the line when this one arrived
         self._stack = contextlib.ExitStack()
         self._pieces: Iterator | None = None
@@ -445,6 +454,46 @@ class SpeechResponse(StreamingResponse):
                 await anyio.to_thread.run_sync(self.job.close)
 
 
+class SameSiteWrites:
+    """ASGI middleware: a browser's request to ``/v1`` that would change something (speech made,
+    a voice added or removed) sent from another site's page is refused (403): a page cannot make
+    its visitors' browsers use a server on their network. Browsers say where a request comes
+    from (``Sec-Fetch-Site``, else ``Origin``); other clients send neither and pass."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if (
+            scope["type"] == "http"
+            and scope["path"].startswith("/v1/")
+            and scope["method"] not in ("GET", "HEAD", "OPTIONS")
+            and cross_site(dict(scope["headers"]))
+        ):
+            refusal = ApiError(
+                403,
+                "Requests from another site's page are refused here; call this server from its "
+                "own page or from a program.",
+                code="cross_site_request",
+                kind="permission_error",
+            )
+            await refusal.response()(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def cross_site(headers: dict[bytes, bytes]) -> bool:
+    """Whether a browser sent the request from another site's page."""
+    fetch_site = headers.get(b"sec-fetch-site")
+    if fetch_site is not None:
+        return fetch_site == b"cross-site"
+    origin = headers.get(b"origin")
+    if origin is None:
+        return False
+    host = urlsplit(origin.decode("latin-1")).netloc
+    return host != headers.get(b"host", b"").decode("latin-1")
+
+
 @contextlib.asynccontextmanager
 async def watching(receive, stopped: threading.Event):
     """For the block: ``stopped`` is set as soon as the client disconnects (ASGI's
@@ -471,8 +520,16 @@ async def watching(receive, stopped: threading.Event):
         raise failure
 
 
-async def read_json(request: Request):
-    """The body as JSON, read up to ``MAX_BODY_BYTES``."""
+async def read_json(request: Request, json_only: bool = False):
+    """The body as JSON, read up to ``MAX_BODY_BYTES``; ``json_only``: only as
+    ``application/json`` (which a browser does not send across sites without asking first)."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if json_only and kind != "application/json":
+        raise ApiError(
+            415,
+            "Send the body as JSON, with the header 'Content-Type: application/json'.",
+            code="unsupported_media_type",
+        )
     data = bytearray()
     try:
         async for chunk in request.stream():
@@ -490,6 +547,20 @@ async def read_json(request: Request):
         raise ApiError(400, "The body is not valid JSON here: it is nested too deeply.") from None
     except ValueError as exc:
         raise ApiError(400, f"The body is not valid JSON: {exc}.") from exc
+
+
+KINDS = {str: "a string", bool: "true or false"}
+
+
+def optional(body: dict, field: str, kind: type):
+    """``body[field]`` where it is given (not null) and of ``kind`` (a string, or true or false),
+    None where it is not given; ``ApiError`` naming the field where it is of another kind."""
+    value = body.get(field)
+    if value is not None and not isinstance(value, kind):
+        raise ApiError(
+            400, f"'{field}' must be {KINDS[kind]}, got {type(value).__name__}.", param=field
+        )
+    return value
 
 
 def framed(data: bytes, sse: bool) -> Iterator[bytes]:

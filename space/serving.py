@@ -35,7 +35,9 @@ from omnivoice_rt.request import (
 )
 from omnivoice_rt.voice_prompt import VoicePrompt
 from space.line import Line
+from space.memory import release_memory
 from space.models import Models, Recogniser
+from space.normalizing import TextReader
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +115,7 @@ class Service:
         self.line = Line(config.concurrency, config.max_waiting)
         self.prompts = PromptCache()
         self.recogniser = Recogniser(config.asr_model)
+        self.reader = TextReader(config.max_waiting)
 
     def health(self) -> dict:
         """What ``GET /health`` answers: the line (served now, waiting, its bounds) and the
@@ -125,13 +128,20 @@ class Service:
             "max_waiting": self.line.max_waiting,
             "offered": list(self.models.offered),
             "loaded": sorted(self.models.loaded),
+            "text_pieces_read": self.reader.pieces_read,
         }
 
+    def normalizer(self, should_stop=None):
+        """How a request of this server reads its numbers as words (``Request``'s
+        ``normalizer``): in the worker process, bounded, stopped when ``should_stop()``."""
+        return lambda text, language: self.reader.normalize(text, language, should_stop)
+
+    @contextlib.contextmanager
     def slot(self, progress=None, on_wait=None, should_stop=None):
         """A turn in the line: the model work of a request runs inside one, its download and load
         outside, so a load never holds up requests for a loaded precision. ``on_wait(ahead)`` is
         told how many are ahead when the request must wait; ``should_stop()`` says that its client
-        went away (it then leaves the line)."""
+        went away (it then leaves the line). After the turn, the memory it freed goes back."""
 
         def waiting(ahead: int) -> None:
             if progress is not None:
@@ -142,7 +152,11 @@ class Service:
             if on_wait is not None:
                 on_wait(ahead)
 
-        return self.line.turn(waiting, should_stop)
+        with self.line.turn(waiting, should_stop):
+            try:
+                yield
+            finally:
+                release_memory()
 
     @contextlib.contextmanager
     def prepared(

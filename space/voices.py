@@ -84,7 +84,8 @@ BUILTIN = [VoiceEntry(AUTO_VOICE, "auto", builtin=True)] + [
     VoiceEntry(name, "design", instruct=instruct, builtin=True)
     for name, instruct in DESIGNED_VOICES.items()
 ]
-BUILTIN_NAMES = frozenset(entry.name for entry in BUILTIN)  # no saved voice takes these
+# no saved voice takes these, in any case ("AUTO" beside "auto" would be two voices to a listener)
+BUILTIN_NAMES = frozenset(entry.name for entry in BUILTIN)
 
 
 class VoiceLibrary:
@@ -143,7 +144,7 @@ class VoiceLibrary:
         return options
 
     def _is_name(self, name: str) -> bool:
-        return bool(VOICE_NAME.fullmatch(name)) and name not in BUILTIN_NAMES
+        return bool(VOICE_NAME.fullmatch(name)) and name.lower() not in BUILTIN_NAMES
 
     def _entry(self, name: str) -> VoiceEntry | None:
         """The saved voice ``name`` as its files say, or None (no such voice, or files that are
@@ -192,8 +193,10 @@ class VoiceLibrary:
                 "A voice name is 1 to 64 letters, digits, '_', '.' or '-', starting with a letter "
                 f"or digit (no spaces or slashes); got {name[:80]!r}."
             )
-        if name in BUILTIN_NAMES:
-            raise VoiceNameError(f"{name!r} is a built-in voice; choose another name.")
+        if name.lower() in BUILTIN_NAMES:
+            raise VoiceNameError(
+                f"{name!r} is a built-in voice's name (in any case); choose another name."
+            )
         return name
 
     def add_prompt(self, name: str, prompt: VoicePrompt, language: str | None = None) -> VoiceEntry:

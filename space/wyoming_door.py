@@ -12,7 +12,10 @@ the server's one line with the other doors, under the same limits, preset and de
   ``synthesize-stopped``. The ``synthesize`` sent inside a stream (for older servers) is ignored;
 - bad input: an ``error`` event with a code and the runtime's one-line message; the connection
   stays usable (except after a frame that cannot be read: then it is closed). A client that goes
-  away stops its synthesis at the next step and frees the line.
+  away stops its synthesis at the next step and frees the line;
+- bounded: at most ``max_connections`` at once (a newcomer past them gets an ``error`` event,
+  code ``busy``, and is closed), and a connection that sends nothing for ``idle_timeout`` seconds
+  while nothing is being made for it is closed (code ``idle``).
 
 Beyond the protocol, a ``synthesize`` or ``synthesize-start`` may carry ``seed`` (an integer) in
 its data, for the same audio again.
@@ -47,10 +50,11 @@ from wyoming.tts import (
 from omnivoice_rt import __version__
 from omnivoice_rt.errors import ArtifactError, Busy, Cancelled, SynthesisError
 from omnivoice_rt.formats import pcm16
-from omnivoice_rt.limits import MAX_TEXT_CHARS
+from omnivoice_rt.limits import MAX_TEXT_CHARS, MAX_WYOMING_CONNECTIONS, WYOMING_IDLE_S
 from omnivoice_rt.request import DOOR_NORMALIZE_TEXT, DOOR_PRESET, Request, check_text
 from omnivoice_rt.text import LANG_IDS, TAG_ALIASES, complete_sentences, resolve_language
 from omnivoice_rt.voice_prompt import VoicePrompt
+from space.connections import closed_connection, refused_connection
 from space.serving import Service, resolve_seed
 from space.voices import VoiceLibrary
 
@@ -124,13 +128,22 @@ def check_uri(uri: str, zeroconf: str | None = None) -> None:
 
 class WyomingDoor:
     """Serves ``uri`` (tcp://HOST:PORT or unix://PATH) over ``service`` and ``library``; with
-    ``zeroconf`` (a name), advertised over mDNS for Home Assistant's discovery."""
+    ``zeroconf`` (a name), advertised over mDNS for Home Assistant's discovery; at most
+    ``max_connections`` at once, each closed after ``idle_timeout`` seconds without an event."""
 
     def __init__(
-        self, service: Service, library: VoiceLibrary, uri: str, zeroconf: str | None = None
+        self,
+        service: Service,
+        library: VoiceLibrary,
+        uri: str,
+        zeroconf: str | None = None,
+        max_connections: int = MAX_WYOMING_CONNECTIONS,
+        idle_timeout: float = WYOMING_IDLE_S,
     ):
         check_uri(uri, zeroconf)
         self.service, self.library, self.uri, self.zeroconf = service, library, uri, zeroconf
+        self.max_connections, self.idle_timeout = max_connections, idle_timeout
+        self.connections = 0  # open now (counted on the door's event loop)
         # Waiting for a turn holds a thread: as many as can wait, and the ones being served.
         self.executor = ThreadPoolExecutor(
             service.line.max_waiting + service.line.slots + 1, thread_name_prefix="wyoming"
@@ -230,12 +243,30 @@ class Connection(AsyncEventHandler):
         self.stopped = threading.Event()  # the client went away: its synthesis stops
         self.events: asyncio.Queue = asyncio.Queue()
         self.stream: dict | None = None  # a text stream under way: voice, seed, text so far
+        self.answering = False  # an event is being answered (its speech made)
+        self.heard = self.loop.time()  # when the client last sent an event, or was last answered
 
     async def handle_event(self, event: Event) -> bool:  # the base class's; run() is ours
         return True
 
     async def run(self) -> None:
+        door = self.door
+        if door.connections >= door.max_connections:
+            refused_connection("Wyoming", door.max_connections)
+            with contextlib.suppress(Exception):
+                busy = "The server has too many connections open; try again in a minute."
+                await self.write_event(Error(text=busy, code="busy").event())
+            self.writer.close()
+            return
+        door.connections += 1
+        try:
+            await self.serve()
+        finally:
+            door.connections -= 1
+
+    async def serve(self) -> None:
         worker = asyncio.create_task(self.answer())
+        watchdog = asyncio.create_task(self.close_when_idle())
         try:
             while True:
                 event = await read_event(self.reader)
@@ -245,6 +276,7 @@ class Connection(AsyncEventHandler):
                     raise BadFrame(
                         f"more than {MAX_QUEUED_EVENTS} events sent ahead of the answers"
                     )
+                self.heard = self.loop.time()
                 self.events.put_nowait(event)
         except BadFrame as exc:
             with contextlib.suppress(Exception):
@@ -256,12 +288,30 @@ class Connection(AsyncEventHandler):
         finally:
             self.stopped.set()  # whatever is being made stops at its next step
             self.events.put_nowait(None)
+            watchdog.cancel()
             with contextlib.suppress(BaseException):
                 await worker
             self.writer.close()
 
+    async def close_when_idle(self) -> None:
+        """Close the connection once the client sent nothing for ``idle_timeout`` seconds while
+        nothing was being answered (reading then ends, and ``serve`` with it)."""
+        timeout = self.door.idle_timeout
+        while True:
+            await asyncio.sleep(max(0.05, timeout - (self.loop.time() - self.heard)))
+            if self.answering or not self.events.empty():
+                self.heard = self.loop.time()
+            elif self.loop.time() - self.heard >= timeout:
+                closed_connection("Wyoming", f"nothing was sent for {timeout:g} s")
+                with contextlib.suppress(Exception):
+                    idle = f"Nothing was sent for {timeout:g} s; the connection is closed."
+                    await self.write_event(Error(text=idle, code="idle").event())
+                self.writer.close()
+                return
+
     async def answer(self) -> None:
         while (event := await self.events.get()) is not None and not self.stopped.is_set():
+            self.answering = True
             try:
                 await self.handle(event)
             except Cancelled:
@@ -273,6 +323,8 @@ class Connection(AsyncEventHandler):
                     logger.info("a Wyoming client went away; its answer stopped")
                     return
                 await self.write_event(error_event(exc))
+            finally:
+                self.answering, self.heard = False, self.loop.time()
 
     # ------------------------------------------------------------------ events
 
@@ -359,7 +411,8 @@ class Connection(AsyncEventHandler):
 
     async def speak(self, text: str, voice: dict, seed: int):
         """audio-start, the audio as it is made, audio-stop; returns the first piece."""
-        request = await self.in_thread(build_request, text, voice, seed)
+        reader = self.door.service.normalizer(self.stopped.is_set)
+        request = await self.in_thread(build_request, text, voice, seed, reader)
         stack, pieces = await self.in_thread(self.open, request)
         first = None
         try:
@@ -406,8 +459,9 @@ class Connection(AsyncEventHandler):
         return await self.loop.run_in_executor(self.door.executor, function, *args)
 
 
-def build_request(text: str, voice: dict, seed: int) -> Request:
-    """The synthesis request, checked (and its text normalized, which takes a moment)."""
+def build_request(text: str, voice: dict, seed: int, normalizer=None) -> Request:
+    """The synthesis request, checked, its text read as words by ``normalizer`` (the server's
+    worker: a moment for a long text)."""
     options = {
         "text": check_text(text),
         "seed": seed,
@@ -418,10 +472,9 @@ def build_request(text: str, voice: dict, seed: int) -> Request:
     prompt = voice.get("voice_prompt")  # a library voice's file, or a stream's first sentence
     if isinstance(prompt, str):
         options["voice_prompt"] = prompt
-    request = Request.from_options(options, DOOR_PRESET)
+    request = Request.from_options(options, DOOR_PRESET, normalizer=normalizer)
     if isinstance(prompt, VoicePrompt):
         request = request.with_prompt(prompt)
-    request.normalized  # noqa: B018 - normalized here, in the worker thread, before the line
     return request
 
 
@@ -450,6 +503,8 @@ async def read_event(reader: asyncio.StreamReader) -> Event | None:
         return None
     try:
         header = json.loads(line)
+    except RecursionError:
+        raise BadFrame("its header line is nested too deeply") from None
     except ValueError:
         raise BadFrame("its header line is not JSON") from None
     if not isinstance(header, dict) or not isinstance(header.get("type"), str):
@@ -463,6 +518,8 @@ async def read_event(reader: asyncio.StreamReader) -> Event | None:
     if lengths[0]:
         try:
             extra = json.loads(await reader.readexactly(lengths[0]))
+        except RecursionError:
+            raise BadFrame("its data is nested too deeply") from None
         except ValueError:
             raise BadFrame("its data is not JSON") from None
         if not isinstance(extra, dict):

@@ -71,8 +71,9 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_app(args: list[str], log_path: Path, **env: str):
-    """``python app.py ARGS`` as a real server on a free port of 127.0.0.1; yields its URL."""
+def running_app(args: list[str], log_path: Path, prefix: tuple[str, ...] = (), **env: str):
+    """``python app.py ARGS`` as a real server on a free port of 127.0.0.1 (run by ``prefix``,
+    such as ``prlimit --nofile=1024``, where given); yields its URL."""
     import os
     import subprocess
     import time
@@ -83,7 +84,7 @@ def running_app(args: list[str], log_path: Path, **env: str):
     environment.pop("OMNIVOICE_ARTIFACTS", None)
     with open(log_path, "w") as log:
         process = subprocess.Popen(
-            [sys.executable, str(ROOT / "app.py"), *args, "--port", str(port)],
+            [*prefix, sys.executable, str(ROOT / "app.py"), *args, "--port", str(port)],
             cwd=ROOT,
             env=environment,
             stdout=log,
@@ -107,6 +108,32 @@ def running_app(args: list[str], log_path: Path, **env: str):
                 process.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 process.kill()
+
+
+def app_process(url: str):
+    """The ``psutil.Process`` of the app ``running_app`` serves at ``url``."""
+    import psutil
+
+    port = url.rsplit(":", 1)[1]
+    return next(
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if p.info["cmdline"]
+        and "app.py" in " ".join(p.info["cmdline"])
+        and port in p.info["cmdline"]
+    )
+
+
+def numeric_text(length: int, seed: int) -> str:
+    """A text of numbers, ``length`` characters: the costliest to read as words (about 3 ms and
+    0.4 MB a character)."""
+    import random
+
+    rng = random.Random(seed)
+    words = []
+    while sum(map(len, words)) + len(words) < length:
+        words.append(str(rng.randrange(10 ** rng.randrange(1, 7))))
+    return " ".join(words)[:length]
 
 
 def in_arrival_order(url: str, callers: list) -> tuple[list[int], dict]:

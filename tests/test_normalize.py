@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from omnivoice_build.tn_fsts import shipped_fst
-from omnivoice_rt import Request, normalize_text
+from omnivoice_rt import Request, normalize, normalize_text
+from omnivoice_rt.errors import Cancelled
 from omnivoice_rt.normalize import FST_DIR, FSTS
 
 upstream = pytest.importorskip("omnivoice.utils.text").normalize_text
@@ -100,6 +101,92 @@ def test_a_segment_the_normalizer_cannot_read_stays_as_it_is(caplog):
     ]
 
 
+# Long texts: several pieces each (MAX_PIECE_CHARS), from the corpus's sentences.
+LONG_EN = " ".join(CORPUS[i] for i in (0, 3, 4, 6, 1, 5, 0, 3))
+LONG_ZH = "".join(CORPUS[i] for i in (11, 12, 13, 14, 15)) * 2
+# Where upstream's reading of the whole differs from its reading of each sentence alone: the
+# shortest path through the long text reads "555-1234" otherwise.
+LONG_MIXED = "Chapter 1.\n" + LONG_EN[:300] + " [laughter] " + LONG_EN[300:]
+
+
+def read_pieces(text: str, language=None, **bounds) -> tuple[str, list[str]]:
+    """``normalize_text`` with the pieces it read, in order."""
+    read = []
+
+    def run(code, piece):
+        read.append(piece)
+        return normalize.read_piece(code, piece)
+
+    return normalize_text(text, language, run=run, **bounds), read
+
+
+@pytest.mark.parametrize("text", [LONG_EN, LONG_ZH], ids=["en", "zh"])
+def test_long_texts_are_read_in_pieces_as_upstream_reads_them_whole(text):
+    words, read = read_pieces(text)
+    assert len(read) >= 2 and max(map(len, read)) <= normalize.MAX_PIECE_CHARS
+    assert words == upstream(text, None)
+
+
+def test_pieces_read_as_upstream_reads_each_piece_where_the_whole_reads_otherwise():
+    words, read = read_pieces(LONG_MIXED, "en")
+    assert words != upstream(LONG_MIXED, "en")  # the difference documented in normalize.py
+    assert "five hundred and fifty five to one thousand" in words
+    assert "five hundred and fifty five to one thousand" in upstream(CORPUS[1], "en")
+    assert normalize_text(LONG_MIXED, "en", piece_chars=None) == upstream(LONG_MIXED, "en")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.sampled_from(PIECES + [". ", "! The ", "。", " word "]), max_size=80).map("".join),
+    st.integers(8, 60),
+)
+def test_pieces_join_back_to_the_text_within_their_limit(text, limit):
+    cut = normalize.pieces(text, limit)
+    assert "".join(piece + separator for piece, separator in cut) == text
+    assert all(len(piece) <= limit for piece, _ in cut)
+    assert all(separator in ("", " ") for _, separator in cut)
+
+
+def test_reading_stops_between_pieces_when_asked_or_past_the_limit():
+    asked = []
+
+    def leave_after_two():
+        asked.append(1)
+        return len(asked) > 2
+
+    with pytest.raises(Cancelled):
+        read_pieces(LONG_EN, should_stop=leave_after_two)
+    assert len(asked) == 3  # two pieces read, the third not
+    numbers = " ".join(str(n * 7919) for n in range(100))  # 600 characters of numbers
+    _, read = read_pieces(numbers, "en")
+    assert len(read) >= 3
+    read = []
+    with pytest.raises(normalize.TextTooLong, match="over 300 characters long with its numbers"):
+        normalize_text(
+            numbers, "en", max_chars=300, run=lambda *piece: read.append(piece) or "x" * 301
+        )
+    assert len(read) == 1  # its words passed the limit: nothing more was read
+
+
+def test_the_servers_worker_reads_as_this_process_and_comes_back_if_killed():
+    from space.normalizing import TextReader
+
+    reader = TextReader(max_waiting=4)
+    try:
+        for text in [CORPUS[0], CORPUS[11], LONG_EN]:
+            assert reader.normalize(text, None) == normalize_text(text), text
+        first = reader._process.pid
+        reader._process.kill()
+        reader._process.wait()
+        assert reader.normalize("It is 7 pm.", "en") == normalize_text("It is 7 pm.", "en")
+        assert reader._process.pid != first
+        cached = reader.pieces_read
+        assert reader.normalize(LONG_EN, None) == normalize_text(LONG_EN)  # kept: not read again
+        assert reader.pieces_read == cached
+    finally:
+        reader.close()
+
+
 def test_the_fsts_are_wetextprocessings():
     """data/tn holds the FSTs WeTextProcessing 1.2.0 ships, byte for byte."""
     for tagger, verbalizer, _orders in FSTS.values():
@@ -168,7 +255,7 @@ def test_a_request_reads_its_numbers_as_words_when_asked():
 @pytest.mark.parametrize(
     "options,message",
     [
-        ({"text": "5" * 9000}, "text is 44999 characters long with its numbers read as words"),
+        ({"text": "5" * 9000}, "text is over 10000 characters long with its numbers read as words"),
         ({"text": "啊！", "language": "zh"}, "text has no letters or digits to speak"),
         ({"text": "5 apples", "language": "Klingon"}, "Unknown language 'Klingon'"),
         ({"text": "5 apples", "normalize_text": "yes"}, "normalize_text must be true or false"),

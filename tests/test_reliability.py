@@ -17,7 +17,7 @@ import pytest
 import soundfile as sf
 from gradio_client import Client, handle_file
 
-from tests.conftest import running_app
+from tests.conftest import app_process, running_app
 from tests.test_app import FIXED
 
 CALLERS, REQUESTS = 4, 3
@@ -122,21 +122,13 @@ def test_bad_references_through_the_api(client, tmp_path):
 def test_concurrent_callers_each_get_their_own_audio(cpu_artifacts, tmp_path):
     """A server with two synthesis slots; callers alternate int4 and fp16, so two precisions are in
     flight at once. Every request must be served, with exactly what a lone request gives."""
-    import psutil
 
     with running_app(
         ["--artifacts", str(cpu_artifacts), "--concurrency", "2"],
         tmp_path / "app.log",
         HF_HUB_OFFLINE="1",
     ) as url:
-        port = url.rsplit(":", 1)[1]
-        server = next(
-            p
-            for p in psutil.process_iter(["cmdline"])
-            if p.info["cmdline"]
-            and "app.py" in " ".join(p.info["cmdline"])
-            and port in p.info["cmdline"]
-        )
+        server = app_process(url)
 
         def request(client: Client, caller: int) -> np.ndarray:
             path, info = client.predict(

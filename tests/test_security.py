@@ -309,7 +309,9 @@ def test_mcp_tools_take_uploads_leave_optional_files_out_and_pass_results_on(ser
 def test_bad_bodies_are_400s_with_short_messages(server, body, param, words):
     url, _, _ = server
     response = httpx.post(
-        f"{url}/v1/audio/speech", content=body, headers={"Authorization": f"Bearer {KEY}"}
+        f"{url}/v1/audio/speech",
+        content=body,
+        headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
     )
     error = response.json()["error"]
     assert (

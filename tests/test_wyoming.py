@@ -52,6 +52,21 @@ def server(cpu_artifacts, tiny_whisper, voices_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def keyless(cpu_artifacts, tiny_whisper, voices_dir, tmp_path_factory):
+    """The same app without an API key: the page and MCP may write to its library (the
+    library's rule); yields (url, port, log)."""
+    log = tmp_path_factory.mktemp("keyless") / "server.log"
+    port = free_port()
+    args = [
+        *("--artifacts", str(cpu_artifacts), "--asr-model", str(tiny_whisper)),
+        *("--voices", str(voices_dir), "--voices-writable"),
+        *("--wyoming", f"tcp://127.0.0.1:{port}", "--mcp"),
+    ]
+    with running_app(args, log, HF_HUB_OFFLINE="1") as url:
+        yield url, port, log
+
+
+@pytest.fixture(scope="module")
 def runtime(cpu_artifacts):
     return OmniVoiceONNX.load(cpu_artifacts, "int4")
 
@@ -415,16 +430,28 @@ def test_voice_writes_need_the_key_and_a_writable_library(server, app_server):
     assert httpx.get(f"{app_server}/v1/audio/voices").json()["data"][0]["id"] == "auto"
 
 
-def test_the_page_api_and_mcp_save_list_and_clone_library_voices(server, runtime, voices_dir):
-    """gradio_client saves a reference into the library and clones it by name, with a style over
-    it; MCP offers the same tools; Wyoming describes the voice next."""
+def test_the_page_api_and_mcp_save_list_and_clone_library_voices(
+    keyless, server, runtime, voices_dir
+):
+    """gradio_client saves a reference into the library (on a server without a key; with one, only
+    the key's door writes) and clones it by name, with a style over it; MCP offers the same tools;
+    Wyoming describes the voice next."""
     from gradio_client import Client, handle_file
     from mcp import ClientSession
     from mcp.client.streamable_http import streamablehttp_client
 
-    url, port, _ = server
-    client = Client(url, verbose=False)
     reference = write_reference(str(voices_dir.parent / "page.wav"), seconds=2.5)
+    with pytest.raises(Exception, match="with its API key only"):
+        Client(server[0], verbose=False).predict(
+            "keyed-voice",
+            handle_file(reference),
+            "Hi.",
+            "English",
+            "int4",
+            api_name="/save_to_library",
+        )
+    url, port, _ = keyless
+    client = Client(url, verbose=False)
     line = client.predict(
         "page-voice",
         handle_file(reference),
