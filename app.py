@@ -119,9 +119,12 @@ def page_flag(fields: dict, name: str) -> bool:
     return bool(value)
 
 
-def page_number(fields: dict, name: str) -> float:
-    """A handler's number field, finite."""
+def page_number(fields: dict, name: str, empty: float | None = None) -> float:
+    """A handler's number field, finite; ``empty``: what an empty field (None) means, where it
+    may be empty."""
     value = fields[name]
+    if value is None and empty is not None:
+        return empty
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {str(value)[:20]!r}")
     return float(value)
@@ -242,7 +245,7 @@ def page_request(fields: dict, service: Service, library: VoiceLibrary | None = 
             "num_step": int(page_number(fields, "num_step")),
             "guidance_scale": page_number(fields, "guidance"),
             "speed": page_number(fields, "speed"),
-            "duration": page_number(fields, "duration") or None,
+            "duration": page_number(fields, "duration", empty=0.0) or None,
             "denoise": page_flag(fields, "denoise"),
             "postprocess_output": page_flag(fields, "postprocess"),
             "normalize_text": page_flag(fields, "normalize_text"),

@@ -36,6 +36,11 @@ MAX_HTTP_CONNECTIONS = 256  # the page, its API, MCP and the OpenAI door
 HEADER_TIMEOUT_S = 10.0  # an HTTP request's headers, from its connection or the last answer
 MAX_WYOMING_CONNECTIONS = 32  # Home Assistant opens one per request
 WYOMING_IDLE_S = 60.0  # a Wyoming connection without an event while nothing is answered
+# A client that sends its body slowly, or stops reading the audio, holds a connection (and, for
+# the audio, its turn in the line): past these it is let go.
+BODY_TIMEOUT_S = 30.0  # an OpenAI request's body (1 MB at most)
+UPLOAD_TIMEOUT_S = 120.0  # a voice's upload (20 MB at most)
+SEND_TIMEOUT_S = 30.0  # a piece of audio the client does not read
 # One attention layer holds heads x rows x rows float32 scores for the conditional row: at 2 GiB
 # the real model (16 heads) takes 5,792 positions, far beyond a 30 s reference and a 15 s chunk.
 ATTENTION_BUDGET_BYTES = 2 << 30

@@ -65,8 +65,10 @@ def http_protocol(max_connections: int, header_timeout: float):
                 self._deadline = None
 
         def on_response_complete(self) -> None:
-            super().on_response_complete()
-            self._await_headers()
+            before = self.cycle
+            super().on_response_complete()  # which may start a pipelined request at once
+            if self.cycle is before:
+                self._await_headers()
 
         def connection_lost(self, exc) -> None:
             if self.refused:
@@ -84,8 +86,9 @@ def http_protocol(max_connections: int, header_timeout: float):
         def _headers_late(self) -> None:
             self._deadline = None
             transport = self.transport
-            # not once the connection became another protocol's (a WebSocket)
-            if self.cycle is self._before and transport.get_protocol() is self:
+            # no new request, none being answered, and not another protocol's (a WebSocket's)
+            idle = self.cycle is None or self.cycle.response_complete
+            if self.cycle is self._before and idle and transport.get_protocol() is self:
                 if not transport.is_closing():
                     closed_connection("HTTP", f"its request headers took over {header_timeout:g} s")
                     transport.close()
@@ -119,6 +122,16 @@ class OncePerMinute(logging.Filter):
         self._lock = threading.Lock()
 
     def filter(self, record: logging.LogRecord) -> bool:
+        judged = getattr(record, "once_per_minute", None)  # one record, several handlers
+        if judged is None:
+            try:
+                judged = self.judge(record)
+            except Exception:  # noqa: BLE001 - a filter must not fail the code that logs
+                judged = True
+            record.once_per_minute = judged
+        return judged
+
+    def judge(self, record: logging.LogRecord) -> bool:
         kind = self.kind(record)
         if kind is None:
             return True

@@ -92,7 +92,7 @@ def gradio_refusal(error: BaseException | None) -> bool:
     a bug: raised by Gradio's own code, or while Gradio read the request's input, or a gr.Error."""
     if isinstance(error, gr.Error):
         return True
-    if not isinstance(error, ValueError) or error.__traceback__ is None:
+    if not isinstance(error, INPUT_ERRORS) or error.__traceback__ is None:
         return False
     frames = []
     frame = error.__traceback__
@@ -103,7 +103,13 @@ def gradio_refusal(error: BaseException | None) -> bool:
         code.co_name == "preprocess_data" and code.co_filename.startswith(GRADIO_DIR)
         for code in frames
     )
-    return reading_input or frames[-1].co_filename.startswith(GRADIO_DIR)
+    return reading_input or (
+        isinstance(error, ValueError) and frames[-1].co_filename.startswith(GRADIO_DIR)
+    )
+
+
+# what reading a request's input raises on bad input (a seed of Infinity: OverflowError)
+INPUT_ERRORS = (ValueError, TypeError, OverflowError)
 
 
 class _Tracebacks:

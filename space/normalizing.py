@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import select
 import subprocess
 import sys
 import threading
@@ -39,6 +40,7 @@ from space.memory import release_memory
 logger = logging.getLogger(__name__)
 
 CACHE_SIZE = 32  # texts whose words are kept (a text is at most 10,000 characters)
+PIECE_TIMEOUT_S = 30.0  # a piece takes at most about a second: past this the worker is stuck
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -88,16 +90,16 @@ class TextReader:
         """One piece through the worker, in its turn; ``ValueError`` where the FSTs have no path
         (the segment then stays as written, as upstream keeps it)."""
         with self.line.turn(should_stop=should_stop):
-            process = self._worker()
             try:
+                process = self._worker()
                 process.stdin.write(json.dumps({"code": code, "piece": piece}) + "\n")
                 process.stdin.flush()
+                if not _readable(process.stdout, PIECE_TIMEOUT_S):
+                    raise TimeoutError(f"no answer in {PIECE_TIMEOUT_S:g} s")
                 answer = json.loads(process.stdout.readline())
-            except (
-                OSError,
-                ValueError,
-            ) as exc:  # it died (killed, out of memory): a new one next time
-                logger.error("the text normalization worker stopped (%s); starting it again", exc)
+            # it died (killed, out of memory), hung or could not start: a new one next time
+            except (OSError, ValueError) as exc:
+                logger.error("the text normalization worker failed (%s); starting it again", exc)
                 self.close()
                 raise SynthesisError(
                     "Reading the text's numbers as words failed; try again, or send the request "
@@ -139,9 +141,20 @@ class TextReader:
                 logger.warning("text normalization is not available: %s", exc)
 
 
+def _readable(stream, timeout: float) -> bool:
+    """Whether ``stream`` has something to read within ``timeout`` seconds (where pipes can be
+    waited on: elsewhere, always)."""
+    if os.name != "posix":
+        return True
+    return bool(select.select([stream], [], [], timeout)[0])
+
+
 def serve() -> None:
-    """The worker: a JSON line ``{"code", "piece"}`` in, ``{"words"}`` or ``{"error"}`` out; its
-    log goes to the server's (standard error)."""
+    """The worker: a JSON line ``{"code", "piece"}`` in, ``{"words"}`` or ``{"error"}`` out on
+    its standard output, which nothing else writes to (anything printed goes to standard error,
+    the server's log, as the worker's log does)."""
+    answers = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s (worker) %(message)s")
     for line in sys.stdin:
         asked = json.loads(line)
@@ -149,8 +162,8 @@ def serve() -> None:
             answer = {"words": normalize.read_piece(asked["code"], asked["piece"])}
         except Exception as exc:  # noqa: BLE001 - the caller keeps the segment as written
             answer = {"error": f"{type(exc).__name__}: {exc}"[:200]}
-        sys.stdout.write(json.dumps(answer) + "\n")
-        sys.stdout.flush()
+        answers.write(json.dumps(answer) + "\n")
+        answers.flush()
         release_memory()
 
 

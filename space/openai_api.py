@@ -34,7 +34,7 @@ from starlette.requests import ClientDisconnect
 
 from omnivoice_rt.errors import ArtifactError, Busy, Cancelled, SynthesisError
 from omnivoice_rt.formats import FORMATS, AudioWriter, available_formats
-from omnivoice_rt.limits import MAX_SPEED, MIN_SPEED
+from omnivoice_rt.limits import BODY_TIMEOUT_S, MAX_SPEED, MIN_SPEED, SEND_TIMEOUT_S
 from omnivoice_rt.request import DOOR_NORMALIZE_TEXT, DOOR_PRESET, PRESETS, check_text
 from omnivoice_rt.request import Request as SynthesisRequest
 from omnivoice_rt.text import quoted, resolve_instruct, resolve_language
@@ -445,10 +445,19 @@ class SpeechResponse(StreamingResponse):
         self.job = job
 
     async def __call__(self, scope, receive, send) -> None:
+        async def send_in_time(message) -> None:
+            with anyio.fail_after(SEND_TIMEOUT_S):
+                await send(message)
+
         try:
             # a client gone mid-answer stops the piece being made
             async with watching(receive, self.job.stopped):
-                await super().__call__(scope, receive, send)
+                await super().__call__(scope, receive, send_in_time)
+        except TimeoutError:  # it stopped reading: its turn in the line goes to the next
+            logger.info(
+                "a /v1/audio/speech client read nothing for %g s; its answer stopped",
+                SEND_TIMEOUT_S,
+            )
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self.job.close)
@@ -490,8 +499,8 @@ def cross_site(headers: dict[bytes, bytes]) -> bool:
     origin = headers.get(b"origin")
     if origin is None:
         return False
-    host = urlsplit(origin.decode("latin-1")).netloc
-    return host != headers.get(b"host", b"").decode("latin-1")
+    host = urlsplit(origin.decode("latin-1")).netloc.encode("latin-1")
+    return host not in (headers.get(b"host"), headers.get(b"x-forwarded-host"))  # behind a proxy
 
 
 @contextlib.asynccontextmanager
@@ -532,15 +541,20 @@ async def read_json(request: Request, json_only: bool = False):
         )
     data = bytearray()
     try:
-        async for chunk in request.stream():
-            data += chunk
-            if len(data) > MAX_BODY_BYTES:
-                raise ApiError(
-                    413,
-                    f"The request body is over {MAX_BODY_BYTES >> 10} kB; 'input' takes up to 10,000 characters.",
-                )
+        with anyio.fail_after(BODY_TIMEOUT_S):
+            async for chunk in request.stream():
+                data += chunk
+                if len(data) > MAX_BODY_BYTES:
+                    raise ApiError(
+                        413,
+                        f"The request body is over {MAX_BODY_BYTES >> 10} kB; 'input' takes up to 10,000 characters.",
+                    )
     except ClientDisconnect:  # it left while sending: nobody reads the answer
         raise ApiError(400, "The client went away while sending its body.") from None
+    except TimeoutError:
+        raise ApiError(
+            408, f"The request body took over {BODY_TIMEOUT_S:g} s to arrive.", code="timeout"
+        ) from None
     try:
         return json.loads(data)
     except RecursionError:

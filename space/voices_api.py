@@ -20,7 +20,7 @@ import anyio
 from fastapi import APIRouter, Request
 from starlette.requests import ClientDisconnect
 
-from omnivoice_rt.limits import MAX_TRANSCRIPT_CHARS
+from omnivoice_rt.limits import MAX_TRANSCRIPT_CHARS, UPLOAD_TIMEOUT_S
 from omnivoice_rt.voice_prompt import VoicePrompt
 from space.voices import VoiceEntry, VoiceNameError
 
@@ -62,7 +62,13 @@ def voice_routes(door) -> APIRouter:
         if not library.writable:  # before reading an upload that cannot be kept
             raise refused(PermissionError(library.read_only_message()))
         with tempfile.TemporaryDirectory(prefix="omnivoice-voice-") as folder:
-            fields = await read_fields(request, Path(folder))
+            try:
+                with anyio.fail_after(UPLOAD_TIMEOUT_S):
+                    fields = await read_fields(request, Path(folder))
+            except TimeoutError:
+                raise ApiError(
+                    408, f"The upload took over {UPLOAD_TIMEOUT_S:g} s to arrive.", code="timeout"
+                ) from None
             try:
                 entry = await anyio.to_thread.run_sync(
                     add_voice, fields, limiter=door.waiting_threads

@@ -50,7 +50,12 @@ from wyoming.tts import (
 from omnivoice_rt import __version__
 from omnivoice_rt.errors import ArtifactError, Busy, Cancelled, SynthesisError
 from omnivoice_rt.formats import pcm16
-from omnivoice_rt.limits import MAX_TEXT_CHARS, MAX_WYOMING_CONNECTIONS, WYOMING_IDLE_S
+from omnivoice_rt.limits import (
+    MAX_TEXT_CHARS,
+    MAX_WYOMING_CONNECTIONS,
+    SEND_TIMEOUT_S,
+    WYOMING_IDLE_S,
+)
 from omnivoice_rt.request import DOOR_NORMALIZE_TEXT, DOOR_PRESET, Request, check_text
 from omnivoice_rt.text import LANG_IDS, TAG_ALIASES, complete_sentences, resolve_language
 from omnivoice_rt.voice_prompt import VoicePrompt
@@ -248,6 +253,16 @@ class Connection(AsyncEventHandler):
 
     async def handle_event(self, event: Event) -> bool:  # the base class's; run() is ours
         return True
+
+    async def write_event(self, event: Event) -> None:
+        """Send ``event``; a client that reads nothing for ``SEND_TIMEOUT_S`` is taken as gone
+        (its synthesis stops and its turn in the line goes to the next)."""
+        try:
+            await asyncio.wait_for(super().write_event(event), SEND_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            self.stopped.set()
+            self.writer.close()
+            raise ConnectionError(f"the client read nothing for {SEND_TIMEOUT_S:g} s") from None
 
     async def run(self) -> None:
         door = self.door

@@ -195,6 +195,28 @@ def test_idle_and_slow_connections_are_closed(server):
     assert data["code"] == "idle" and reader.read() == b""  # closed after --wyoming-idle-timeout
 
 
+def test_a_pipelined_request_is_answered_past_the_header_timeout(server):
+    """Two requests in one packet: the second is answered however long it takes (here its text
+    is read for longer than --header-timeout) and the connection is not cut under it."""
+    url, _, _ = server
+    body = json.dumps({"input": numeric_text(9_999, 4)}).encode()
+    second = (
+        b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + f"Authorization: Bearer {KEY}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    before = pieces_read(url)
+    with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=120) as both:
+        both.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n" + second)
+        answers = b""
+        while answers.count(b"HTTP/1.1 ") < 2 or not answers.endswith(b"}"):
+            chunk = both.recv(65536)
+            assert chunk, f"the connection was closed after {answers.count(b'HTTP/1.1 ')} answers"
+            answers += chunk
+    assert b"HTTP/1.1 200" in answers and b"HTTP/1.1 400" in answers
+    assert pieces_read(url) - before > 4  # read for longer than the header timeout
+
+
 def test_library_writes_need_the_key_on_every_door(server, tmp_path):
     from omnivoice_build.equivalence import write_reference
     from tests.test_security import mcp_calls, text_of

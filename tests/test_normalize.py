@@ -147,6 +147,13 @@ def test_pieces_join_back_to_the_text_within_their_limit(text, limit):
     assert all(separator in ("", " ") for _, separator in cut)
 
 
+def test_a_long_sentence_is_cut_between_two_words_of_letters():
+    text = "We got " + "very " * 38 + "thanks for the $5 million grant."
+    (first, space), (second, _) = normalize.pieces(text)
+    assert space == " " and "$5 million grant" in second
+    assert first.split()[-1].isalpha() and second.split()[0].isalpha()
+
+
 def test_reading_stops_between_pieces_when_asked_or_past_the_limit():
     asked = []
 
