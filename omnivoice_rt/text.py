@@ -47,7 +47,13 @@ def check_string(value, what: str) -> str:
 def quoted(value: str, limit: int = 40) -> str:
     """``value`` as a message quotes what it refuses: in quotes, at most ``limit`` characters
     of it (a reply never copies a long input back)."""
-    return repr(value) if len(value) <= limit else repr(value[:limit]) + "..."
+    return repr(clipped(value, limit))
+
+
+def clipped(value: str, limit: int = 40) -> str:
+    """``value``, or its first ``limit`` characters and "..." (upstream's messages, which quote
+    their input as it is, keep their wording for any input of a sane length)."""
+    return value if len(value) <= limit else value[:limit] + "..."
 
 
 def language_display_name(name: str) -> str:
@@ -96,7 +102,7 @@ def resolve_language(language: str | None) -> str | None:
     )
     hint = f" Did you mean '{language_display_name(close[0])}'?" if close else ""
     raise ValueError(
-        f"Unknown language {quoted(language)}.{hint} Use a language code (e.g. 'en', 'zh', 'ja', 'de'), "
+        f"Unknown language '{clipped(language)}'.{hint} Use a language code (e.g. 'en', 'zh', 'ja', 'de'), "
         "a name (e.g. 'English', 'Chinese'), or None to let the model decide."
     )
 
@@ -191,13 +197,13 @@ def resolve_instruct(instruct: str | None, use_zh: bool = False) -> str | None:
             unknown.append((raw, item, suggestion[0] if suggestion else None))
     if unknown:
         lines = [
-            f"  {quoted(raw)} -> {quoted(item)} (unsupported; did you mean '{sug}'?)"
+            f"  '{clipped(raw)}' -> '{clipped(item)}' (unsupported; did you mean '{sug}'?)"
             if sug
-            else f"  {quoted(raw)} -> {quoted(item)} (unsupported)"
+            else f"  '{clipped(raw)}' -> '{clipped(item)}' (unsupported)"
             for raw, item, sug in unknown[:8]
         ] + ([f"  and {len(unknown) - 8} more"] if len(unknown) > 8 else [])
         raise ValueError(
-            f"Unsupported instruct items found in {quoted(instruct_str, 200)}:\n"
+            f"Unsupported instruct items found in {clipped(instruct_str, 200)}:\n"
             + "\n".join(lines)
             + "\n\nValid English items: "
             + ", ".join(sorted(INSTRUCT_VALID_EN))
