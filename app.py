@@ -111,23 +111,19 @@ def language_arg(language) -> str | None:
     return None if language in (None, "", "Auto") else language
 
 
-def page_flag(fields: dict, name: str) -> bool:
-    """A handler's true-or-false field, as it came (a string such as "no" is refused, not true)."""
-    value = fields[name]
+def page_flag(value, name: str) -> bool:
+    """A handler's true-or-false field that is no request option (the request checks its own),
+    as it came: a string such as "no" is refused, not taken as true."""
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name} must be true or false, got {type(value).__name__}")
     return bool(value)
 
 
-def page_number(fields: dict, name: str, empty: float | None = None) -> float:
-    """A handler's number field, finite; ``empty``: what an empty field (None) means, where it
-    may be empty."""
-    value = fields[name]
-    if value is None and empty is not None:
-        return empty
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {str(value)[:20]!r}")
-    return float(value)
+def whole(value):
+    """The steps as a slider sends them (16.0): a finite number as an int; anything else as it
+    is, for the request to check (a string names a preset)."""
+    is_number = isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
+    return int(value) if is_number and np.isfinite(value) else value
 
 
 def result_line(speech: Speech, seed: int, reused: bool = False) -> str:
@@ -240,15 +236,17 @@ def page_request(fields: dict, service: Service, library: VoiceLibrary | None = 
             "ref_audio": None if prompt else fields.get("ref_audio") or None,
             "ref_text": None if prompt else fields.get("ref_text") or None,
             "voice_prompt": prompt,
-            "seed": resolve_seed(fields["seed"], page_flag(fields, "randomize_seed")),
+            "seed": resolve_seed(
+                fields["seed"], page_flag(fields["randomize_seed"], "randomize_seed")
+            ),
             "preset": fields["preset"],
-            "num_step": int(page_number(fields, "num_step")),
-            "guidance_scale": page_number(fields, "guidance"),
-            "speed": page_number(fields, "speed"),
-            "duration": page_number(fields, "duration", empty=0.0) or None,
-            "denoise": page_flag(fields, "denoise"),
-            "postprocess_output": page_flag(fields, "postprocess"),
-            "normalize_text": page_flag(fields, "normalize_text"),
+            "num_step": whole(fields["num_step"]),
+            "guidance_scale": fields["guidance"],
+            "speed": fields["speed"],
+            "duration": fields["duration"] or None,  # 0 or empty: estimated
+            "denoise": fields["denoise"],
+            "postprocess_output": fields["postprocess"],
+            "normalize_text": fields["normalize_text"],
         }
         return Request.from_options(
             options, DOOR_PRESET, normalizer=service.normalizer(abandoned())
@@ -468,10 +466,8 @@ def make_handlers(
             bound.apply_defaults()
             values = bound.arguments
             tracker = values.pop("progress", progress.default)
-            pieces = values.pop("sentences", False)
             with as_messages():
-                if not isinstance(pieces, bool):
-                    raise ValueError("sentences must be true or false")
+                pieces = page_flag(values.pop("sentences", False), "sentences")
             request = page_request(values, service, library)
             yield from stream_synthesis(service, values["precision"], tracker, request, pieces)
 

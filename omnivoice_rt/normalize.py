@@ -16,8 +16,8 @@ test_normalize.py compares it with upstream's function) with a smaller install:
   compressed, checked by SHA-256; ``python -m omnivoice_build.tn_fsts`` copies them) and run on
   kaldifst (4 MB, OpenFst as pynini), with WeTextProcessing's token reordering (``_reorder``).
 - Loaded once per process, on the first call of a language (both with a first call: 0.14 s and
-  29 MB; WeTextProcessing: 2.5 s and 77 MB), shared by threads; ``preload()`` loads them ahead
-  (a server, at start). Afterwards text takes 0.3 ms a character, and numbers 2-4 ms and 0.4 MB
+  29 MB; WeTextProcessing: 2.5 s and 77 MB), shared by threads (a server loads them in its
+  worker as it starts). Afterwards text takes 0.3 ms a character, and numbers 2-4 ms and 0.4 MB
   a character (the FST composed with the whole input at once: the memory grows with it).
 - Bounded: a text is read in pieces of at most ``MAX_PIECE_CHARS`` (memory and time bounded by
   the piece), cut where the FSTs end a token anyway (after a sentence's end, see ``pieces``).
@@ -205,17 +205,6 @@ class _Reading:
                 f"the limit is {self.max_chars}. Split it into parts."
             )
         return words
-
-
-def preload(languages=tuple(FSTS)) -> None:
-    """Load the normalizers of ``languages`` now (a server, at start, so that its first request
-    does not wait); errors are logged, and raised again by the call that needs them."""
-    try:
-        for code in languages:
-            _normalizer(code)
-        _num2words()
-    except (ValueError, OSError) as exc:
-        logger.warning("text normalization is not available: %s", exc)
 
 
 # ----------------------------------------------------------------------------- upstream's rules

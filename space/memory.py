@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import logging
-
-logger = logging.getLogger(__name__)
 
 
 def _trim():

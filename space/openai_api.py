@@ -35,7 +35,13 @@ from starlette.requests import ClientDisconnect
 from omnivoice_rt.errors import ArtifactError, Busy, Cancelled, SynthesisError
 from omnivoice_rt.formats import FORMATS, AudioWriter, available_formats
 from omnivoice_rt.limits import BODY_TIMEOUT_S, MAX_SPEED, MIN_SPEED, SEND_TIMEOUT_S
-from omnivoice_rt.request import DOOR_NORMALIZE_TEXT, DOOR_PRESET, PRESETS, check_text
+from omnivoice_rt.request import (
+    DOOR_NORMALIZE_TEXT,
+    DOOR_PRESET,
+    KIND_NAMES,
+    PRESETS,
+    check_text,
+)
 from omnivoice_rt.request import Request as SynthesisRequest
 from omnivoice_rt.text import quoted, resolve_instruct, resolve_language
 from space.serving import Service, resolve_seed
@@ -563,16 +569,15 @@ async def read_json(request: Request, json_only: bool = False):
         raise ApiError(400, f"The body is not valid JSON: {exc}.") from exc
 
 
-KINDS = {str: "a string", bool: "true or false"}
-
-
 def optional(body: dict, field: str, kind: type):
     """``body[field]`` where it is given (not null) and of ``kind`` (a string, or true or false),
     None where it is not given; ``ApiError`` naming the field where it is of another kind."""
     value = body.get(field)
     if value is not None and not isinstance(value, kind):
         raise ApiError(
-            400, f"'{field}' must be {KINDS[kind]}, got {type(value).__name__}.", param=field
+            400,
+            f"'{field}' must be {KIND_NAMES[(kind,)]}, got {type(value).__name__}.",
+            param=field,
         )
     return value
 

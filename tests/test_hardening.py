@@ -167,8 +167,8 @@ def test_idle_wyoming_connections_leave_every_door_answering(server):
             idle.append(socket.create_connection(("127.0.0.1", wyoming), timeout=10))
         assert speech(url, "Still answering.").status_code == 200
         idle[-1].settimeout(10)
-        refusal = json.loads(idle[-1].makefile("rb").readline())
-        assert refusal["type"] == "error"
+        refusal = read_wyoming_event(idle[-1])
+        assert refusal["type"] == "error" and refusal["code"] == "busy" and refusal["closed"]
         server_fds = app_process(url).num_fds()
         assert server_fds < 400, server_fds
     finally:
@@ -189,10 +189,8 @@ def test_idle_and_slow_connections_are_closed(server):
     slow.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # and never the rest
     assert slow.recv(100) == b""  # closed after --header-timeout
     silent = socket.create_connection(("127.0.0.1", wyoming), timeout=30)
-    reader = silent.makefile("rb")
-    header = json.loads(reader.readline())
-    data = json.loads(reader.read(header["data_length"]))
-    assert data["code"] == "idle" and reader.read() == b""  # closed after --wyoming-idle-timeout
+    closing = read_wyoming_event(silent)  # after --wyoming-idle-timeout
+    assert closing["type"] == "error" and closing["code"] == "idle" and closing["closed"]
 
 
 def test_a_pipelined_request_is_answered_past_the_header_timeout(server):
@@ -354,26 +352,32 @@ def test_no_log_flood_when_file_descriptors_run_out(fp32_artifacts, tmp_path):
 
 
 def wyoming_events(port: int, event: dict | None = None, raw: bytes = b"", until="error") -> list:
-    """Send one event (or ``raw`` bytes) to the Wyoming door; the events answered up to ``until``
-    (their data, with their type), the last one only."""
+    """Send one event with the ``wyoming`` package's own client (or ``raw`` bytes, which no client
+    would send); the last event answered, up to ``until`` or an error, read by its own reader
+    (its data, with its type)."""
+    from wyoming.client import AsyncTcpClient
+    from wyoming.event import Event
 
     async def exchange():
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        if event is not None:
-            data = json.dumps(event["data"]).encode()
-            header = {"type": event["type"], "data_length": len(data)}
-            writer.write(json.dumps(header).encode() + b"\n" + data)
-        writer.write(raw)
-        await writer.drain()
-        while True:
-            header = json.loads(await asyncio.wait_for(reader.readline(), 120))
-            data = header.get("data") or {}
-            if header.get("data_length"):
-                data.update(json.loads(await reader.readexactly(header["data_length"])))
-            if header.get("payload_length"):
-                await reader.readexactly(header["payload_length"])
-            if header["type"] in (until, "error"):
-                writer.close()
-                return [{**data, "type": header["type"]}]
+        async with AsyncTcpClient("127.0.0.1", port) as client:
+            if event is not None:
+                await client.write_event(Event(type=event["type"], data=event["data"]))
+            if raw:
+                client._writer.write(raw)
+                await client._writer.drain()
+            while True:
+                answer = await asyncio.wait_for(client.read_event(), 120)
+                if answer.type in (until, "error"):
+                    return [{**answer.data, "type": answer.type}]
 
     return asyncio.run(exchange())
+
+
+def read_wyoming_event(connection: socket.socket) -> dict:
+    """The next event on a plain socket, by the ``wyoming`` package's own reader (its data, with
+    its type), and whether the connection was then closed."""
+    from wyoming.event import read_event
+
+    stream = connection.makefile("rb")
+    answer = read_event(stream)
+    return {**answer.data, "type": answer.type, "closed": stream.read() == b""}
