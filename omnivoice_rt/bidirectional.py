@@ -17,7 +17,7 @@ logger = logging.getLogger(__name__)
 GQA = "GroupQueryAttention"
 
 
-def _load_with_weights(src: Path):
+def load_with_weights(src: Path):
     """Load an ONNX model and its external weights. Unlike ``onnx.load``, this follows the
     symbolic links of the Hugging Face cache; locations must be bare file names beside ``src``."""
     import onnx
@@ -57,7 +57,7 @@ def make_bidirectional(src: str | Path, dst: str | Path) -> int:
     from onnx import helper
 
     src, dst = Path(src), Path(dst)
-    model = _load_with_weights(src)
+    model = load_with_weights(src)
     if not any(i.name == "position_ids" for i in model.graph.input):
         model.graph.input.append(
             helper.make_tensor_value_info(

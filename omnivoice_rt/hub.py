@@ -22,13 +22,13 @@ import importlib.util
 import logging
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from omnivoice_rt.bidirectional import check_bidirectional, declares_causal, make_bidirectional
+from omnivoice_rt.derived import derived, source_key
 from omnivoice_rt.manifest import (
     CODEC_DIR,
     CODEC_VARIANTS,
@@ -270,21 +270,10 @@ def available_precisions(source: str | Path | None) -> list[str] | None:
 REPAIR_VERSION = 2
 
 
-def _content_key(path: Path) -> str:
-    """A key that changes when the LLM changes (the graph's bytes and its weights' identity) or
-    when the repair does (``REPAIR_VERSION``)."""
-    digest = hashlib.sha256(f"repair {REPAIR_VERSION}\n".encode())
-    digest.update(path.read_bytes())
-    data = path.with_name(path.name + ".data")
-    if data.exists():
-        real = data.resolve()  # in the HF cache, the blob's name is its sha256
-        digest.update(f"{real.name}:{real.stat().st_size}".encode())
-    return digest.hexdigest()[:16]
-
-
 def repair_storage(folder: Path) -> Path:
-    """Where the repaired copies of ``folder``'s LLMs live: beside the download in the HF cache, or,
-    for a local folder (never changed), under ``$HF_HOME/omnivoice_repaired/<folder's key>``."""
+    """Where the graphs derived from ``folder``'s (repaired LLMs, integer GEMM rewrites) live:
+    beside the download in the HF cache, or, for a local folder (never changed), under
+    ``$HF_HOME/omnivoice_repaired/<folder's key>``."""
     from huggingface_hub.constants import HF_HOME
 
     cache_repo = next((p for p in folder.parents if p.name.startswith("models--")), None)
@@ -295,45 +284,29 @@ def repair_storage(folder: Path) -> Path:
 
 
 def repaired_llm(folder: Path, manifest: Manifest, precision: str) -> Path | None:
-    """None when the folder's LLM does not declare causal attention; otherwise a repaired copy.
+    """None when the folder's LLM does not declare causal attention; otherwise a repaired copy,
+    made once (:mod:`omnivoice_rt.derived`).
 
     ``load_graphs`` then checks whichever graph is loaded for bidirectionality."""
-    import onnxruntime as ort
-
     original = safe_join(folder, manifest.profile(precision).graphs["llm_decoder"].file)
     if not declares_causal(original):
         return None
-    storage = repair_storage(folder)
-    target_dir = storage / f"{precision}-{_content_key(original)}"
-    target = target_dir / "llm_decoder.onnx"
-    if not target.is_file():
-        logger.info("repairing the causal LLM of %s into %s", folder, target_dir)
-        staging = target_dir.with_name(target_dir.name + ".partial")
-        try:
-            shutil.rmtree(staging, ignore_errors=True)
-            staging.mkdir(parents=True)
-            make_bidirectional(original, staging / "llm_decoder.onnx")
-            if precision != "cuda":  # a CUDA graph is checked where a GPU runs it
-                options = ort.SessionOptions()
-                options.log_severity_level = 3
-                session = ort.InferenceSession(
-                    str(staging / "llm_decoder.onnx"), options, providers=["CPUExecutionProvider"]
-                )
-                check_bidirectional(session, manifest.model.head_dim)
-            shutil.rmtree(target_dir, ignore_errors=True)
-            staging.rename(target_dir)
-        except OSError as exc:
-            raise ArtifactError(
-                f"cannot write the repaired LLM into {storage} ({exc.strerror or exc}); "
-                "set HF_HOME to a writable folder"
-            ) from exc
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)  # nothing half-written stays behind
-        for old in storage.glob(f"{precision}-*"):  # copies of an earlier original
-            if old != target_dir:
-                logger.info("removing %s, repaired from an earlier version of the LLM", old)
-                shutil.rmtree(old, ignore_errors=True)
-    return target
+
+    def repair(into: Path) -> None:
+        make_bidirectional(original, into / "llm_decoder.onnx")
+        if precision != "cuda":  # a CUDA graph is checked where a GPU runs it
+            import onnxruntime as ort
+
+            options = ort.SessionOptions()
+            options.log_severity_level = 3
+            session = ort.InferenceSession(
+                str(into / "llm_decoder.onnx"), options, providers=["CPUExecutionProvider"]
+            )
+            check_bidirectional(session, manifest.model.head_dim)
+
+    key = source_key(original, f"repair {REPAIR_VERSION}")
+    made = derived(repair_storage(folder), precision, key, repair, "the repaired LLM")
+    return made / "llm_decoder.onnx"
 
 
 # ----------------------------------------------------------------------------- local build

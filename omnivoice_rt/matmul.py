@@ -1,17 +1,24 @@
-"""How MatMulNBits, the kernel of the int4 and int8 graphs, multiplies on this CPU.
+"""Which kernel multiplies the LLM's weights on this CPU, chosen when a model loads.
 
-The graphs ask for accuracy level 4: each block of activations is rounded to int8 and multiplied
-with integer kernels (``int8``, fast where the CPU has VNNI or AMX). ONNX Runtime's session
-setting ``mlas.qnbit.force_fp32`` makes it dequantize the weights and multiply in fp32 instead
-(``fp32``), rounding nothing beyond the weights. Which is faster depends on the CPU (measured,
-docs/performance.md "MatMulNBits: fp32 or int8 activations"): on one Intel Xeon with AMX ``fp32``
-made ``balanced`` 23% faster, on a later one ``int8`` was faster at every call size (0.16 s
-against 0.28 s for 8 tokens of the full-size LLM, 2.11 against 2.31 s for 290), and on an AVX2-only
-AMD EPYC the int8 kernels are the slow ones. So ``auto`` (the default) times both on two
-MatMulNBits of the LLM's shapes when a model loads (about 0.7 s), small calls and large ones,
-and takes ``int8`` only when it is faster on average and no slower on the large ones. ``OMNIVOICE_MATMUL=fp32`` or
-``int8`` (or ``OmniVoiceONNX.load(matmul=...)``) fixes it; the tests fix ``fp32``, since only that
-gives the same numbers whatever the batch shape.
+The int4 and int8 graphs multiply with MatMulNBits, in one of two modes: ``int8`` (as the graphs
+ask, accuracy level 4: each block of 32 activations of a row rounded to int8, integer kernels) or
+``fp32`` (ONNX Runtime's ``mlas.qnbit.force_fp32``: the weights dequantized, nothing else rounded).
+Either can also be rewritten onto ONNX Runtime's integer GEMM (:mod:`omnivoice_rt.qgemm`, int8
+weights per column requantized from the same weights), several times faster where the CPU has AMX
+or VNNI: ``qgemm-row`` rounds each token's activations with its own scale, ``qgemm`` all of a
+call's with one (``DynamicQuantizeMatMul``, the fastest, the most exposed to activations far
+above the rest). ``KERNELS`` lists them from the most accurate to the least.
+
+``auto`` (the default) times the kernels of ``AUTO`` on products of the LLM's shapes when a model
+loads (about 1.5 s, once a process), small calls and large ones, and takes the most accurate
+within ``MARGIN`` of the fastest: on an AVX2-only CPU that stays MatMulNBits, never slower than
+before (docs/performance.md "The integer GEMM kernels"). ``qgemm`` is not among them: one scale
+for a whole call is what a model's rare, huge activations ruin (docs/performance.md, "Rounding
+the activations"), and random weights cannot show whether the released ones have them; it is
+there to be asked for, and measured (``eval --mode quality --matmul``). A graph without MatMulNBits (the fp32
+and fp16 profiles, the reference) keeps its float products unless a kernel is asked for.
+``OMNIVOICE_MATMUL`` or ``OmniVoiceONNX.load(matmul=...)`` fixes the kernel; the tests fix
+``fp32``, which alone gives the same numbers whatever the batch shape.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -28,44 +36,77 @@ from omnivoice_rt.profiles import block_quantization
 
 logger = logging.getLogger(__name__)
 
-# mode: (session settings, what it does)
-MODES = {
-    "fp32": ({"mlas.qnbit.force_fp32": "1"}, "weights dequantized, multiplied in fp32"),
-    "int8": ({}, "activations rounded to int8 per block, as the graphs ask"),
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    rounding: str | None  # qgemm's rounding of the activations; None: the graph's MatMulNBits
+    summary: str
+    config: dict[str, str] = field(default_factory=dict)  # session settings
+
+
+# From the most accurate to the least: auto takes the first within MARGIN of the fastest.
+KERNELS = {
+    kernel.name: kernel
+    for kernel in (
+        Kernel(
+            "fp32",
+            None,
+            "MatMulNBits, weights dequantized and multiplied in fp32",
+            {"mlas.qnbit.force_fp32": "1"},
+        ),
+        Kernel("int8", None, "MatMulNBits, activations rounded to int8 per block of 32"),
+        Kernel("qgemm-row", "row", "integer GEMM, int8 weights, activations rounded per token"),
+        Kernel("qgemm", "tensor", "integer GEMM, int8 weights, activations rounded per call"),
+    )
 }
-CHOICES = ("auto", *MODES)
-# int8 is taken when it needs at most MARGIN of fp32's time on average over SHAPES, and at most
-# NEVER_SLOWER on the large ones (the small calls gain most; best's and balanced's full rows must
-# not lose)
-MARGIN, NEVER_SLOWER = 0.9, 1.1
+CHOICES = ("auto", *KERNELS)
+AUTO = ("fp32", "int8", "qgemm-row")  # what auto chooses among
+# A kernel is taken when its time, averaged over SHAPES relative to the fastest at each, is at
+# most MARGIN times the fastest kernel's.
+MARGIN = 1.1
 # (M, K, N): the LLM's two MLP shapes, for a frame-cache call and for a full row
 SHAPES = ((16, 1024, 3072), (16, 3072, 1024), (128, 1024, 3072), (128, 3072, 1024))
-LARGE = 128  # M from which a call is a full row
 
 
 def resolve(requested: str | None, llm: Path, threads: int | None) -> tuple[str, str]:
-    """(mode, why) for a model whose LLM graph is ``llm``: ``requested`` (None: the
+    """(kernel, why) for a model whose LLM graph is ``llm``: ``requested`` (None: the
     ``OMNIVOICE_MATMUL`` environment variable, else ``auto``) fixed, or measured here."""
     requested = (requested or os.environ.get("OMNIVOICE_MATMUL") or "auto").strip().lower()
     if requested not in CHOICES:
         raise ValueError(
-            f"unknown MatMulNBits mode {requested!r} (OMNIVOICE_MATMUL or matmul=): use one of "
+            f"unknown matrix kernel {requested!r} (OMNIVOICE_MATMUL or matmul=): use one of "
             f"{', '.join(CHOICES)}"
         )
     if requested != "auto":
         return requested, "asked for"
     quantized = nbits(str(llm))
     if quantized is None:
-        return "fp32", "the LLM has no MatMulNBits"
-    ratios = measure(*quantized, threads)
-    large = [r for r, (m, _, _) in zip(ratios, SHAPES, strict=True) if m >= LARGE]
-    faster = np.mean(ratios) <= MARGIN and np.mean(large) <= NEVER_SLOWER
-    mode = "int8" if faster else "fp32"
-    why = "measured at load, int8/fp32 time: " + ", ".join(
-        f"{r:.2f} at {m}x{k}x{n}" for r, (m, k, n) in zip(ratios, SHAPES, strict=True)
+        return "fp32", "the LLM has no MatMulNBits: its float products are kept"
+    return choose(measure(*quantized, threads, AUTO))
+
+
+def choose(times: dict[str, list[float]]) -> tuple[str, str]:
+    """The most accurate kernel of ``times`` (seconds of each kernel at each shape of ``SHAPES``,
+    in ``KERNELS``' order) within ``MARGIN`` of the fastest, and why."""
+    kernels = list(times)
+    fastest_at = np.min([times[k] for k in kernels], axis=0)
+    cost = {k: float(np.mean(np.array(times[k]) / fastest_at)) for k in kernels}
+    best = min(cost.values())
+    chosen = next(k for k in kernels if cost[k] <= best * MARGIN)
+    why = "measured at load, time against the fastest: " + ", ".join(
+        f"{k} {cost[k]:.2f}" for k in kernels
     )
-    logger.info("MatMulNBits multiplies with %s (%s)", mode, why)
-    return mode, why
+    logger.info("the LLM multiplies with %s (%s)", chosen, why)
+    return chosen, why
+
+
+def fallback(llm: Path, threads: int | None) -> str:
+    """The MatMulNBits mode to use when the integer GEMM cannot be had for ``llm``."""
+    quantized = nbits(str(llm))
+    if quantized is None:
+        return "fp32"
+    return choose(measure(*quantized, threads, ("fp32", "int8")))[0]
 
 
 @lru_cache(maxsize=8)
@@ -76,68 +117,82 @@ def nbits(path: str) -> tuple[int, int] | None:
     return block_quantization(onnx.load(path, load_external_data=False), ("MatMulNBits",))
 
 
-@lru_cache(maxsize=8)
-def measure(bits: int, block: int, threads: int | None, reps: int = 7) -> list[float]:
-    """int8's time over fp32's for each of ``SHAPES``: the median of ``reps`` ratios, each of two
-    runs back to back (in turn which first), so that a machine whose speed drifts (a shared VM)
-    moves both alike."""
-    import onnxruntime as ort
+def nbits_model(m: int, k: int, n: int, bits: int, block: int, seed: int = 0):
+    """One MatMulNBits of random weights (K x N, ``bits`` in blocks of ``block``), as the LLM's
+    graphs make them (accuracy level 4): input A (M x K), output Y."""
     from onnx import TensorProto, helper
 
+    rng = np.random.default_rng(seed)
+    blob = block * bits // 8
+    weight = rng.integers(0, 256, (n, k // block, blob), dtype=np.uint8)
+    scales = np.full(n * (k // block), 0.01, dtype=np.float32)
+    node = helper.make_node(
+        "MatMulNBits",
+        ["A", "B", "scales"],
+        ["Y"],
+        name="product",
+        domain="com.microsoft",
+        K=k,
+        N=n,
+        bits=bits,
+        block_size=block,
+        accuracy_level=4,
+    )
+    graph = helper.make_graph(
+        [node],
+        "matmul",
+        [helper.make_tensor_value_info("A", TensorProto.FLOAT, [None, k])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None, n])],
+        [
+            helper.make_tensor("B", TensorProto.UINT8, weight.shape, weight.tobytes(), raw=True),
+            helper.make_tensor(
+                "scales", TensorProto.FLOAT, scales.shape, scales.tobytes(), raw=True
+            ),
+        ],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    )
+    model.ir_version = 9
+    return model
+
+
+@lru_cache(maxsize=8)
+def measure(
+    bits: int, block: int, threads: int | None, kernels: tuple[str, ...], reps: int = 7
+) -> dict[str, list[float]]:
+    """Seconds of each of ``kernels`` at each shape of ``SHAPES``: the median of ``reps`` rounds,
+    each running every kernel once, in turn in either order, so that a machine whose speed drifts
+    (a shared VM) moves them alike. A kernel whose graph cannot be made here is left out."""
+    import onnxruntime as ort
+
+    from omnivoice_rt.qgemm import rewrite_model
     from omnivoice_rt.sessions import session_options  # sessions imports this module
 
     rng = np.random.default_rng(0)
     sessions, feeds = {}, []
     for i, (m, k, n) in enumerate(SHAPES):
-        blob = block * bits // 8
-        weight = rng.integers(0, 256, (n, k // block, blob), dtype=np.uint8)
-        scales = np.full(n * (k // block), 0.01, dtype=np.float32)
-        node = helper.make_node(
-            "MatMulNBits",
-            ["A", "B", "scales"],
-            ["Y"],
-            domain="com.microsoft",
-            K=k,
-            N=n,
-            bits=bits,
-            block_size=block,
-            accuracy_level=4,
-        )
-        graph = helper.make_graph(
-            [node],
-            "matmul",
-            [helper.make_tensor_value_info("A", TensorProto.FLOAT, [None, k])],
-            [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None, n])],
-            [
-                helper.make_tensor(
-                    "B", TensorProto.UINT8, weight.shape, weight.tobytes(), raw=True
-                ),
-                helper.make_tensor(
-                    "scales", TensorProto.FLOAT, scales.shape, scales.tobytes(), raw=True
-                ),
-            ],
-        )
-        model = helper.make_model(
-            graph,
-            opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
-        )
-        model.ir_version = 9
-        for mode, (config, _) in MODES.items():
-            sessions[mode, i] = ort.InferenceSession(
-                model.SerializeToString(),
-                session_options(threads, config),
-                providers=["CPUExecutionProvider"],
-            )
+        for name in kernels:
+            model = nbits_model(m, k, n, bits, block, seed=i)
+            try:
+                if KERNELS[name].rounding:
+                    rewrite_model(model, KERNELS[name].rounding)
+                sessions[name, i] = ort.InferenceSession(
+                    model.SerializeToString(),
+                    session_options(threads, KERNELS[name].config),
+                    providers=["CPUExecutionProvider"],
+                )
+            except Exception as exc:  # onnxruntime raises its own exception types
+                logger.warning("the %s kernel cannot run here (%s)", name, exc)
         feeds.append({"A": rng.standard_normal((m, k)).astype(np.float32)})
-    for key, session in sessions.items():  # warm up
-        session.run(None, feeds[key[1]])
-    ratios: list[list[float]] = [[] for _ in SHAPES]
+    kernels = tuple(k for k in kernels if all((k, i) in sessions for i in range(len(SHAPES))))
+    for (_, i), session in sessions.items():  # warm up
+        session.run(None, feeds[i])
+    took: dict[str, list[list[float]]] = {name: [[] for _ in SHAPES] for name in kernels}
     for rep in range(reps):
         for i, feed in enumerate(feeds):
-            took = {}
-            for mode in MODES if rep % 2 else reversed(MODES):
+            for name in kernels if rep % 2 else reversed(kernels):
                 started = time.perf_counter()
-                sessions[mode, i].run(None, feed)
-                took[mode] = time.perf_counter() - started
-            ratios[i].append(took["int8"] / took["fp32"])
-    return [float(np.median(r)) for r in ratios]
+                sessions[name, i].run(None, feed)
+                took[name][i].append(time.perf_counter() - started)
+    return {name: [float(np.median(t)) for t in shapes] for name, shapes in took.items()}

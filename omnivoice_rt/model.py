@@ -36,10 +36,13 @@ from omnivoice_rt.bidirectional import position_table
 from omnivoice_rt.errors import Cancelled
 from omnivoice_rt.forward import Backbone, GuidedForward
 from omnivoice_rt.limits import max_row
-from omnivoice_rt.manifest import Manifest
+from omnivoice_rt.manifest import ArtifactError, Manifest
+from omnivoice_rt.matmul import KERNELS
+from omnivoice_rt.matmul import fallback as fallback_matmul
 from omnivoice_rt.matmul import resolve as resolve_matmul
 from omnivoice_rt.plan import Piece, RowLimits, check_row, plan_pieces
 from omnivoice_rt.prompt import Prompt, TextTokenizer, build_prompt
+from omnivoice_rt.qgemm import RewriteError, integer_graphs
 from omnivoice_rt.reference import encode_reference
 
 # PRESETS, GenerationSettings, check_text and Speech are importable from here too.
@@ -69,7 +72,7 @@ class OmniVoiceONNX:
         self.root = root
         self.precision = precision
         self.repaired_llm: Path | None = None  # set when the folder's causal LLM was repaired
-        self.matmul = ("fp32", "asked for")  # how MatMulNBits multiplies, and why
+        self.matmul = ("fp32", "asked for")  # the kernel of the LLM's products, and why
         self.graphs = graphs
         self.codec = codec
         self.manifest = manifest
@@ -106,24 +109,39 @@ class OmniVoiceONNX:
         """Open every graph of ``precision`` (int4, fp16, fp32 or cuda).
 
         ``source`` is an artifact folder or a Hub repo id; None means ``$OMNIVOICE_REPO`` or
-        onnx-community/OmniVoice-Onnx (see :mod:`omnivoice_rt.hub`). ``matmul``: how the int4 and
-        int8 kernels multiply on the CPU, ``auto`` (the faster here, measured), ``fp32`` or
-        ``int8`` (None: ``$OMNIVOICE_MATMUL``, else auto; :mod:`omnivoice_rt.matmul`)."""
+        onnx-community/OmniVoice-Onnx (see :mod:`omnivoice_rt.hub`). ``matmul``: the kernel of the
+        LLM's products on the CPU, ``auto`` (measured here), ``fp32``, ``int8``, ``qgemm-row`` or
+        ``qgemm`` (None: ``$OMNIVOICE_MATMUL``, else auto; :mod:`omnivoice_rt.matmul`). The
+        integer GEMM's graphs are made at the first load and kept (:mod:`omnivoice_rt.qgemm`); when
+        they cannot be had, MatMulNBits multiplies, with a warning."""
         from omnivoice_rt.hub import resolve_artifacts
 
         root, manifest, overrides = resolve_artifacts(source, precision, download_progress)
         llm = graph_path(root, manifest, precision, "llm_decoder", overrides)
-        mode, why = (
+        kernel, why = (
             ("fp32", "not on the CPU")
             if precision == "cuda"
             else resolve_matmul(matmul, llm, threads)
         )
-        graphs, codec = load_graphs(
-            root, precision, providers, verify, threads, overrides, manifest, mode
-        )
+
+        def load(kernel: str, overrides: dict) -> tuple[dict, object]:
+            return load_graphs(
+                root, precision, providers, verify, threads, overrides, manifest, kernel
+            )
+
+        if KERNELS[kernel].rounding is None:
+            graphs, codec = load(kernel, overrides)
+        else:
+            try:
+                rewritten = integer_graphs(root, manifest, precision, overrides, kernel)
+                graphs, codec = load(kernel, {**overrides, **rewritten})
+            except (ArtifactError, RewriteError) as exc:
+                kernel, why = fallback_matmul(llm, threads), f"{kernel} could not be had: {exc}"
+                logger.warning("the LLM multiplies with MatMulNBits (%s): %s", kernel, why)
+                graphs, codec = load(kernel, overrides)
         voice = cls(root, precision, graphs, codec, manifest)
         voice.repaired_llm = overrides.get("llm_decoder")
-        voice.matmul = (mode, why)
+        voice.matmul = (kernel, why)
         return voice
 
     @property

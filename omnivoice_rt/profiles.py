@@ -85,7 +85,8 @@ def weights_of(path: str | Path) -> str:
         bits, block = quantized
         return f"int{bits}" + (f" (block {block})" if block else "")
     if any(
-        n.op_type in ("MatMulInteger", "QLinearMatMul", "DynamicQuantizeMatMul")
+        n.op_type
+        in ("MatMulInteger", "QLinearMatMul", "DynamicQuantizeMatMul", "MatMulIntegerToFloat")
         for n in model.graph.node
     ):
         return "int8"

@@ -23,7 +23,7 @@ from omnivoice_rt.manifest import (
     safe_join,
     verify_files,
 )
-from omnivoice_rt.matmul import MODES as MATMUL_MODES
+from omnivoice_rt.matmul import KERNELS
 from omnivoice_rt.signatures import CODEC_ROLES, Port, Signature, bind, ports_of_session
 
 logger = logging.getLogger(__name__)
@@ -107,10 +107,11 @@ def session_options(threads: int | None = None, config: dict[str, str] | None = 
 def open_session(
     path: Path, providers: list[str], threads: int | None = None, matmul: str = "fp32"
 ):
-    """An ONNX Runtime session; ``matmul``: how MatMulNBits multiplies (:mod:`omnivoice_rt.matmul`)."""
+    """An ONNX Runtime session; ``matmul``: the kernel of its products (:mod:`omnivoice_rt.matmul`),
+    whose session settings it takes."""
     import onnxruntime as ort
 
-    options = session_options(threads, MATMUL_MODES[matmul][0])
+    options = session_options(threads, KERNELS[matmul].config)
     try:
         return ort.InferenceSession(str(path), sess_options=options, providers=providers)
     except Exception as exc:  # onnxruntime raises its own exception types
@@ -197,8 +198,8 @@ def load_graphs(
 ) -> tuple[dict[str, Graph], object]:
     """``(graphs, codec)``: the three main graphs of ``precision`` keyed by role, and the codec.
 
-    ``overrides`` maps a role to another file to load instead (a repaired LLM); ``matmul`` is how
-    their MatMulNBits multiply (``fp32`` or ``int8``, :mod:`omnivoice_rt.matmul`)."""
+    ``overrides`` maps a role to another file to load instead (a repaired LLM, a rewritten graph);
+    ``matmul`` is the kernel of their products (:mod:`omnivoice_rt.matmul`)."""
     root = Path(root)
     manifest = manifest or load_manifest(root)
     needed = manifest.files_of(precision)

@@ -1,0 +1,104 @@
+"""Graphs the runtime derives from an artifact folder and keeps: the repaired LLM
+(:mod:`omnivoice_rt.bidirectional`) and the integer GEMM rewrite (:mod:`omnivoice_rt.qgemm`).
+
+A derived graph lives in a folder of its own, ``<storage>/<name>-<key>/``, where ``key`` hashes the
+source graph (its bytes and its weights' identity) and the version of what derives it
+(:func:`source_key`): a changed source or a newer derivation gets a new folder, which replaces the
+older ones of the same ``name``. The folder is made under another name and renamed into place
+when complete, with ``made.json`` listing its files' sizes and the graphs' sha256; a folder that
+does not match its list (truncated, changed, or written before lists were kept) is made again.
+The weights' data files are checked by size only (hashing hundreds of megabytes at every start
+costs more than it finds).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from omnivoice_rt.manifest import ArtifactError
+
+logger = logging.getLogger(__name__)
+
+STAMP = "made.json"
+
+
+def source_key(path: Path, derivation: str) -> str:
+    """A key that changes when the graph ``path`` changes (its bytes, its weights' file name and
+    size) or when ``derivation`` (what derives from it, with its version) does."""
+    digest = hashlib.sha256(f"{derivation}\n".encode())
+    digest.update(path.read_bytes())
+    data = path.with_name(path.name + ".data")
+    if data.exists():
+        real = data.resolve()  # in the HF cache, the blob's name is its sha256
+        digest.update(f"{real.name}:{real.stat().st_size}".encode())
+    return digest.hexdigest()[:16]
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _stamp(folder: Path) -> None:
+    files = {
+        f.name: {
+            "size": f.stat().st_size,
+            **({"sha256": _sha256(f)} if f.suffix == ".onnx" else {}),
+        }
+        for f in sorted(folder.iterdir())
+        if f.is_file()
+    }
+    (folder / STAMP).write_text(json.dumps({"files": files}, indent=1))
+
+
+def intact(folder: Path) -> bool:
+    """Whether ``folder`` holds what its ``made.json`` lists, sizes and graph hashes alike."""
+    try:
+        files = json.loads((folder / STAMP).read_text())["files"]
+        return bool(files) and all(
+            (folder / name).stat().st_size == entry["size"]
+            and ("sha256" not in entry or _sha256(folder / name) == entry["sha256"])
+            for name, entry in files.items()
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def derived(storage: Path, name: str, key: str, make: Callable[[Path], None], what: str) -> Path:
+    """The folder ``<storage>/<name>-<key>``: reused when intact, else made by ``make(folder)``
+    (which writes the derived files into the empty folder it is given). ``what`` names it in
+    logs and errors."""
+    target = storage / f"{name}-{key}"
+    if intact(target):
+        return target
+    logger.info("making %s in %s", what, target)
+    staging = storage / f"{target.name}.partial-{os.getpid()}"
+    try:
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        make(staging)
+        _stamp(staging)
+        shutil.rmtree(target, ignore_errors=True)
+        try:
+            staging.rename(target)
+        except OSError:
+            if not intact(target):  # another process made it meanwhile, or the disk refused
+                raise
+    except OSError as exc:
+        raise ArtifactError(
+            f"cannot write {what} into {storage} ({exc.strerror or exc}); "
+            "set HF_HOME to a writable folder"
+        ) from exc
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # nothing half-written stays behind
+    for old in storage.glob(f"{name}-*"):  # made from an earlier source or version
+        if old != target and re.fullmatch(rf"{re.escape(name)}-[0-9a-f]{{16}}", old.name):
+            logger.info("removing %s, derived from an earlier source", old)
+            shutil.rmtree(old, ignore_errors=True)
+    return target

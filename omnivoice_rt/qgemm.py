@@ -1,0 +1,328 @@
+"""The LLM's matrix products on ONNX Runtime's integer GEMM kernels.
+
+MatMulNBits, the kernel of the int4 and int8 graphs, multiplies the LLM's shapes at 240-430 GOP/s
+on two cores whatever its mode; ONNX Runtime's integer GEMM (MLAS QGEMM, uint8 activations by
+int8 weights, on AMX, AVX-512 VNNI or AVX-VNNI) multiplies them at three to ten times that
+(docs/performance.md "The integer GEMM kernels"). :func:`rewrite_model` replaces each MatMulNBits
+of a graph, and each MatMul by a constant float weight, with one of two integer kernels whose
+int8 weights are requantized from the same weights, one scale per output column
+(:func:`requantize`: each weight within half a step, ``max |w[:, n]| / 254``, of the weights
+the graph multiplied by before):
+
+- ``tensor``: ``DynamicQuantizeMatMul``: all of a call's activations rounded to uint8 with one
+  scale and zero point.
+- ``row``: each row (token) rounded with its own scale (``max |x| / 127``, offset by 128 into
+  uint8: ``QuantizeLinear`` per axis), ``MatMulIntegerToFloat`` with the weights' column scales,
+  then the rows' scales. A token of massive activations costs only its own precision. The rows
+  are rounded once for all the products that read them (q, k, v; gate and up).
+
+The activations of a graph in fp16 are cast to fp32 around the integer kernels.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+# What a rewritten graph holds, in its cache key (omnivoice_rt.derived): bump on any change here.
+VERSION = 1
+ROUNDINGS = ("tensor", "row")
+# A MatMul by a constant float weight is rewritten from this many weights on (the LLM's
+# projections; not the small products of a norm or a position table).
+MIN_WEIGHTS = 1 << 12
+LEVELS = 127  # int8 steps on each side of zero, for the weights and the rows' activations
+
+
+class RewriteError(ValueError):
+    """A graph the integer GEMM rewrite cannot take (nothing to rewrite, or a layout it does not read)."""
+
+
+def requantize(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(w8, scale)`` for float ``weights`` (K x N): int8 ``w8`` (K x N) and float32 ``scale``
+    (N) with ``|w8 * scale - weights| <= scale / 2`` everywhere (a column of zeros: scale 1)."""
+    weights = np.asarray(weights, dtype=np.float32)
+    scale = np.abs(weights).max(axis=0) / LEVELS
+    scale[scale == 0] = 1.0
+    w8 = np.clip(np.rint(weights / scale), -LEVELS, LEVELS).astype(np.int8)
+    return w8, scale.astype(np.float32)
+
+
+def _unpack(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
+    """The unsigned ``bits``-bit values packed low bits first in the last axis of ``packed``,
+    the first ``count`` of each row."""
+    if bits == 8:
+        values = packed
+    elif bits == 4:
+        values = np.stack([packed & 0x0F, packed >> 4], axis=-1)
+    else:
+        raise RewriteError(f"MatMulNBits with {bits}-bit weights is not rewritten")
+    return values.reshape(*packed.shape[:-1], -1)[..., :count]
+
+
+def nbits_weights(node, tensor) -> np.ndarray | None:
+    """The float32 weights (K x N) a MatMulNBits ``node`` multiplies by, ``tensor(name)`` giving its
+    initializers as arrays (None: not a constant); None when it has a group index (g_idx)."""
+    from onnx import helper
+
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    k, n, bits, block = attrs["K"], attrs["N"], attrs.get("bits", 4), attrs["block_size"]
+    inputs = list(node.input) + [""] * (6 - len(node.input))
+    if inputs[4]:
+        return None
+    packed, scales = tensor(inputs[1]), tensor(inputs[2])
+    if packed is None or scales is None:
+        return None
+    blocks = (k + block - 1) // block
+    q = _unpack(packed.reshape(n, blocks, -1), bits, block).astype(np.float32)
+    scales = scales.astype(np.float32).reshape(n, blocks, 1)
+    zero: np.ndarray | float = float(2 ** (bits - 1))
+    if inputs[3]:
+        points = tensor(inputs[3])
+        if points is None:
+            return None
+        if points.dtype == np.uint8:
+            zero = _unpack(points.reshape(n, -1), bits, blocks).astype(np.float32)[..., None]
+        else:  # float zero points: w = (q - zero) * scale with zero in the scales' type
+            zero = points.astype(np.float32).reshape(n, blocks, 1)
+    weights = ((q - zero) * scales).reshape(n, blocks * block)[:, :k]
+    return np.ascontiguousarray(weights.T)
+
+
+class _Graph:
+    """A graph being rewritten: its initializers by name, and the nodes and tensors added."""
+
+    def __init__(self, model):
+        from onnx import numpy_helper
+
+        self.model = model
+        self.graph = model.graph
+        self.opset = next(
+            (o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13
+        )
+        self.initializers = {t.name: t for t in self.graph.initializer}
+        self.to_array = numpy_helper.to_array
+        self.from_array = numpy_helper.from_array
+        self.used: set[str] = set()
+        self.constants: dict[tuple, str] = {}
+        self.rows: dict[str, tuple[str, str]] = {}  # input -> (uint8 rows, rows' scales)
+        self.floats: dict[str, str] = {}  # fp16 input -> its fp32 cast
+        self.new_nodes: list = []
+        self.count = 0
+
+    def tensor(self, name: str) -> np.ndarray | None:
+        found = self.initializers.get(name)
+        return None if found is None else self.to_array(found)
+
+    def name(self, base: str) -> str:
+        self.count += 1
+        return f"{base}/qgemm{self.count}"
+
+    def add(self, op: str, inputs: list[str], base: str, outputs: int = 1, **attrs) -> list[str]:
+        from onnx import helper
+
+        names = [self.name(base) for _ in range(outputs)]
+        domain = "com.microsoft" if op in ("DynamicQuantizeMatMul", "MatMulIntegerToFloat") else ""
+        self.new_nodes.append(
+            helper.make_node(op, inputs, names, name=self.name(base), domain=domain, **attrs)
+        )
+        return names
+
+    def constant(self, value, dtype) -> str:
+        """An initializer holding ``value``, shared by every node that needs the same one."""
+        array = np.array(value, dtype=dtype)
+        key = (array.dtype.str, array.shape, array.tobytes())
+        if key not in self.constants:
+            name = f"qgemm/const{len(self.constants)}"
+            self.graph.initializer.append(self.from_array(array, name))
+            self.constants[key] = name
+        return self.constants[key]
+
+    def weight(self, array: np.ndarray, base: str) -> str:
+        name = self.name(base)
+        self.graph.initializer.append(self.from_array(array, name))
+        return name
+
+    def as_float(self, name: str, half: bool) -> str:
+        """``name`` in fp32: itself, or its cast (made once)."""
+        from onnx import TensorProto
+
+        if not half:
+            return name
+        if name not in self.floats:
+            (self.floats[name],) = self.add("Cast", [name], name, to=TensorProto.FLOAT)
+        return self.floats[name]
+
+    def rounded_rows(self, x: str) -> tuple[str, str]:
+        """``(x8, scale)``: the fp32 activations ``x`` (..., K) rounded per row to uint8 around 128,
+        and each row's scale (..., 1), made once for every product that reads ``x``."""
+        from onnx import TensorProto, helper
+
+        if x not in self.rows:
+            (absolute,) = self.add("Abs", [x], x)
+            if self.opset >= 18:  # the axes an input rather than an attribute
+                (peak,) = self.add("ReduceMax", [absolute, self.constant([-1], np.int64)], x)
+            else:
+                (peak,) = self.add("ReduceMax", [absolute], x, axes=[-1])
+            (step,) = self.add("Mul", [peak, self.constant(1 / LEVELS, np.float32)], x)
+            (scale,) = self.add("Max", [step, self.constant(1e-30, np.float32)], x)
+            (flat,) = self.add("Flatten", [x], x, axis=-1)
+            (flat_scale,) = self.add("Reshape", [scale, self.constant([-1], np.int64)], x)
+            (count,) = self.add("Shape", [flat_scale], x)
+            (zero,) = self.add(
+                "ConstantOfShape",
+                [count],
+                x,
+                value=helper.make_tensor("v", TensorProto.UINT8, [1], [128]),
+            )
+            (flat8,) = self.add("QuantizeLinear", [flat, flat_scale, zero], x, axis=0)
+            (shape,) = self.add("Shape", [x], x)
+            (x8,) = self.add("Reshape", [flat8, shape], x)
+            self.rows[x] = (x8, scale)
+        return self.rows[x]
+
+
+def _rewrite_node(g: _Graph, node, weights: np.ndarray, rounding: str, half: bool, bias: str):
+    """The integer kernel's nodes for ``node`` (output ``node.output[0]``) into ``g.new_nodes``."""
+    from onnx import TensorProto
+
+    base = node.name or node.output[0]
+    w8, scale = requantize(weights)
+    w8_name, scale_name = g.weight(w8, base), g.weight(scale, base)
+    x = g.as_float(node.input[0], half)
+    out = g.name(base) if half else node.output[0]
+    if half and bias:
+        (bias,) = g.add("Cast", [bias], base, to=TensorProto.FLOAT)
+    if rounding == "tensor":
+        g.add("DynamicQuantizeMatMul", [x, w8_name, scale_name, "", bias], base)
+        g.new_nodes[-1].output[0] = out
+    else:
+        x8, row_scale = g.rounded_rows(x)
+        offset = g.constant(128, np.uint8)
+        one = g.constant(1.0, np.float32)
+        (product,) = g.add("MatMulIntegerToFloat", [x8, w8_name, one, scale_name, offset], base)
+        if bias:
+            (product,) = g.add("Mul", [product, row_scale], base)
+            g.add("Add", [product, bias], base)
+        else:
+            g.add("Mul", [product, row_scale], base)
+        g.new_nodes[-1].output[0] = out
+    if half:
+        g.add("Cast", [out], base, to=TensorProto.FLOAT16)
+        g.new_nodes[-1].output[0] = node.output[0]
+
+
+def rewrite_model(model, rounding: str) -> int:
+    """Rewrite ``model`` (an ``onnx.ModelProto`` with its weights loaded) in place: each MatMulNBits,
+    and each MatMul by a constant float weight of at least ``MIN_WEIGHTS``, becomes the integer
+    kernel of ``rounding`` (``tensor`` or ``row``). Returns how many were rewritten;
+    ``RewriteError`` when none could be."""
+    from onnx import TensorProto, helper
+
+    if rounding not in ROUNDINGS:
+        raise ValueError(f"unknown rounding {rounding!r}: use one of {', '.join(ROUNDINGS)}")
+    g = _Graph(model)
+    nodes, rewritten, skipped = [], 0, 0
+    for node in g.graph.node:
+        weights, half, bias = None, False, ""
+        if node.op_type == "MatMulNBits" and node.domain == "com.microsoft":
+            weights = nbits_weights(node, g.tensor)
+            init = g.initializers.get(node.input[2])
+            half = init is not None and init.data_type == TensorProto.FLOAT16
+            bias = node.input[5] if len(node.input) > 5 else ""
+            skipped += weights is None
+        elif node.op_type == "MatMul" and node.input[1] in g.initializers:
+            init = g.initializers[node.input[1]]
+            kinds = (TensorProto.FLOAT, TensorProto.FLOAT16)
+            if (
+                len(init.dims) == 2
+                and init.data_type in kinds
+                and np.prod(init.dims) >= MIN_WEIGHTS
+            ):
+                weights = g.tensor(node.input[1]).astype(np.float32)
+                half = init.data_type == TensorProto.FLOAT16
+        if weights is None:
+            nodes.append(node)
+            continue
+        g.new_nodes = []
+        _rewrite_node(g, node, weights, rounding, half, bias)
+        nodes.extend(g.new_nodes)
+        g.used.update(i for i in node.input[1:5] if i)
+        rewritten += 1
+    if not rewritten:
+        raise RewriteError(
+            "the graph has no MatMulNBits and no MatMul by a constant weight to rewrite"
+            + (f" ({skipped} MatMulNBits with a group index)" if skipped else "")
+        )
+    still_read = {i for node in nodes for i in node.input}
+    kept = [t for t in g.graph.initializer if t.name not in g.used or t.name in still_read]
+    del g.graph.initializer[:]
+    g.graph.initializer.extend(kept)
+    del g.graph.node[:]
+    g.graph.node.extend(nodes)
+    opsets = {o.domain: o for o in model.opset_import}
+    if "com.microsoft" not in opsets:
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    default = opsets.get("") or opsets.get("ai.onnx")
+    if default is not None and default.version < 13:  # QuantizeLinear per axis
+        default.version = 13
+    logger.info(
+        "rewrote %d matrix products onto the integer GEMM (%s rounding)", rewritten, rounding
+    )
+    return rewritten
+
+
+def rewrite_file(src: Path, dst: Path, rounding: str) -> int:
+    """Write ``src``'s graph rewritten (:func:`rewrite_model`) to ``dst``, weights in
+    ``<dst name>.data`` beside it."""
+    import onnx
+
+    from omnivoice_rt.bidirectional import load_with_weights
+
+    model = load_with_weights(Path(src))
+    count = rewrite_model(model, rounding)
+    onnx.save_model(
+        model,
+        str(dst),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location=Path(dst).name + ".data",
+        size_threshold=1024,
+    )
+    return count
+
+
+def integer_graphs(root: Path, manifest, precision: str, overrides: dict, kernel: str) -> dict:
+    """``{role: rewritten graph}`` for ``kernel`` (``qgemm`` or ``qgemm-row``): the LLM, and any
+    other graph of the profile with MatMulNBits (the published int4 heads), each rewritten from
+    the graph that would load (the repaired LLM where there is one), made at the first load and
+    kept beside the repaired LLM (:mod:`omnivoice_rt.derived`). ``RewriteError`` when a graph
+    cannot be rewritten, ``ArtifactError`` when it cannot be written."""
+    from omnivoice_rt.derived import derived, source_key
+    from omnivoice_rt.hub import repair_storage
+    from omnivoice_rt.matmul import KERNELS, nbits
+    from omnivoice_rt.sessions import graph_path
+
+    rounding = KERNELS[kernel].rounding
+    rewritten = {}
+    for role in manifest.profile(precision).graphs:
+        source = graph_path(root, manifest, precision, role, overrides)
+        if role != "llm_decoder" and nbits(str(source)) is None:
+            continue
+
+        def make(into: Path, source=source) -> None:
+            try:
+                rewrite_file(source, into / source.name, rounding)
+            except (RewriteError, OSError):
+                raise
+            except Exception as exc:  # onnx and protobuf raise their own types
+                raise RewriteError(f"{source.name} could not be rewritten ({exc})") from exc
+
+        key = source_key(source, f"qgemm {VERSION} {rounding}")
+        name = f"{kernel}-{precision}-{role}"
+        folder = derived(repair_storage(root), name, key, make, f"the {kernel} {role} graph")
+        rewritten[role] = folder / source.name
+    return rewritten

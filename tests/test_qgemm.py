@@ -1,0 +1,205 @@
+"""The integer GEMM rewrite (``omnivoice_rt.qgemm``): its weights and its two roundings against
+numpy, on real ONNX Runtime sessions; the rewritten graphs made once, kept, made again when
+damaged or stale, and MatMulNBits when they cannot be had."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+
+import huggingface_hub.constants
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from omnivoice_rt import qgemm
+from omnivoice_rt.matmul import KERNELS, nbits_model
+from omnivoice_rt.model import OmniVoiceONNX
+from omnivoice_rt.profiles import weights_of
+from omnivoice_rt.qgemm import nbits_weights, requantize, rewrite_model
+from omnivoice_rt.sessions import session_options
+
+
+def session(model, kernel: str = "fp32"):
+    return ort.InferenceSession(
+        model.SerializeToString(),
+        session_options(1, KERNELS[kernel].config),
+        providers=["CPUExecutionProvider"],
+    )
+
+
+def test_requantized_weights_are_within_half_a_step():
+    rng = np.random.default_rng(0)
+    weights = rng.standard_normal((64, 48)).astype(np.float32) * rng.uniform(0.01, 3, 48)
+    weights[:, 5] = 0
+    w8, scale = requantize(weights)
+    assert w8.dtype == np.int8 and w8.shape == weights.shape and scale.shape == (48,)
+    assert np.abs(w8).max() == 127 and scale[5] == 1 and not w8[:, 5].any()
+    error = np.abs(w8 * scale - weights)
+    assert (error <= scale / 2 * (1 + 1e-5)).all(), (error / scale).max()
+    np.testing.assert_array_equal(w8, np.rint(weights / scale).astype(np.int8))
+
+
+@pytest.mark.parametrize(
+    "bits,block,zero_points",
+    [(4, 32, False), (4, 16, False), (4, 32, True), (8, 32, False), (8, 32, True)],
+)
+def test_the_weights_read_are_those_matmulnbits_multiplies_by(bits, block, zero_points):
+    """A @ nbits_weights(...) equals MatMulNBits' own output in fp32 (accuracy level 0), zero
+    points or not."""
+    from onnx import helper, numpy_helper
+
+    k, n = 96, 40
+    model = nbits_model(3, k, n, bits, block, seed=1)
+    graph = model.graph
+    level = next(a for a in graph.node[0].attribute if a.name == "accuracy_level")
+    level.CopyFrom(helper.make_attribute("accuracy_level", 0))
+    scales = np.random.default_rng(2).uniform(0.001, 0.05, n * (k // block)).astype(np.float32)
+    graph.initializer[1].CopyFrom(numpy_helper.from_array(scales, "scales"))
+    if zero_points:
+        per_row = (k // block * bits + 7) // 8
+        points = np.random.default_rng(3).integers(0, 256, n * per_row, dtype=np.uint8)
+        graph.initializer.append(numpy_helper.from_array(points, "zp"))
+        graph.node[0].input.append("zp")
+    weights = nbits_weights(
+        graph.node[0],
+        lambda name: next(
+            (numpy_helper.to_array(t) for t in graph.initializer if t.name == name), None
+        ),
+    )
+    a = np.random.default_rng(4).standard_normal((3, k)).astype(np.float32)
+    (expected,) = session(model, "fp32").run(None, {"A": a})
+    np.testing.assert_allclose(a @ weights, expected, rtol=1e-4, atol=1e-4)
+
+
+def rows_reference(a: np.ndarray, w8: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """The ``row`` kernel in numpy: each row rounded with max |x| / 127, integer product, scales."""
+    step = np.maximum(np.abs(a).max(axis=-1, keepdims=True) / 127, 1e-30)
+    rows = np.rint(a / step)
+    return (rows @ w8.astype(np.float64)) * step * scale
+
+
+def test_each_row_is_rounded_alone_as_numpy_does():
+    k, n = 64, 32
+    model = nbits_model(4, k, n, 4, 32, seed=5)
+    weights = nbits_weights(model.graph.node[0], lambda name: _array(model, name))
+    rewrite_model(model, "row")
+    assert {node.op_type for node in model.graph.node} >= {"QuantizeLinear", "MatMulIntegerToFloat"}
+    assert not any(node.op_type == "MatMulNBits" for node in model.graph.node)
+    a = np.random.default_rng(6).standard_normal((4, k)).astype(np.float32)
+    a[2] *= 300  # a massive token
+    (got,) = session(model).run(None, {"A": a})
+    np.testing.assert_allclose(got, rows_reference(a, *requantize(weights)), rtol=2e-5, atol=1e-5)
+    # the ordinary tokens come out exactly as they do without the massive one
+    (alone,) = session(model).run(None, {"A": a[[0, 1, 3]]})
+    np.testing.assert_array_equal(got[[0, 1, 3]], alone)
+
+
+def test_one_scale_for_a_call_as_onnxruntime_rounds_it():
+    """``tensor``: DynamicQuantizeLinear's rounding (uint8, zero point) for the whole call, as numpy
+    computes it; one massive token then coarsens the others."""
+    k, n = 64, 32
+    model = nbits_model(4, k, n, 4, 32, seed=7)
+    weights = nbits_weights(model.graph.node[0], lambda name: _array(model, name))
+    rewrite_model(model, "tensor")
+    assert [node.op_type for node in model.graph.node] == ["DynamicQuantizeMatMul"]
+    a = np.random.default_rng(8).standard_normal((4, k)).astype(np.float32)
+    low, high = min(a.min(), 0), max(a.max(), 0)
+    step = (high - low) / 255
+    zero = np.clip(np.rint(-low / step), 0, 255)
+    rounded = (np.clip(np.rint(a / step) + zero, 0, 255) - zero) * step
+    w8, scale = requantize(weights)
+    (got,) = session(model).run(None, {"A": a})
+    np.testing.assert_allclose(got, rounded @ (w8 * scale), rtol=1e-4, atol=1e-4)
+    a[2] *= 300
+    (spoiled,) = session(model).run(None, {"A": a})
+    assert not np.array_equal(spoiled[[0, 1, 3]], got[[0, 1, 3]])
+
+
+def _array(model, name):
+    from onnx import numpy_helper
+
+    return next((numpy_helper.to_array(t) for t in model.graph.initializer if t.name == name), None)
+
+
+@pytest.fixture
+def hf_home(tmp_path, monkeypatch):
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HOME", str(tmp_path / "hf"))
+    return tmp_path / "hf"
+
+
+def test_the_rewritten_llm_is_made_once_kept_and_remade_when_damaged(
+    cpu_artifacts, hf_home, caplog
+):
+    caplog.set_level(logging.INFO)
+    exact = OmniVoiceONNX.load(cpu_artifacts, "int4", matmul="fp32")
+    voice = OmniVoiceONNX.load(cpu_artifacts, "int4", matmul="qgemm-row")
+    assert voice.matmul == ("qgemm-row", "asked for")
+    llm = voice.graphs["llm_decoder"].path
+    assert str(hf_home / "omnivoice_repaired") in str(llm) and "qgemm-row-int4-llm_decoder-" in str(
+        llm
+    )
+    assert weights_of(llm) == "int8" and voice.graphs["audio_heads_decoder"].path.is_relative_to(
+        cpu_artifacts
+    )  # our heads are fp32: kept
+    embeds = np.random.default_rng(0).standard_normal((2, 24, voice.config.hidden_size))
+    hidden = [v.backbone.llm(embeds.astype(np.float32))[0] for v in (exact, voice)]
+    difference = np.linalg.norm(hidden[1] - hidden[0]) / np.linalg.norm(hidden[0])
+    assert 0 < difference < 0.15, difference
+    speech = voice.generate("Hello there.", seed=0, preset="turbo")
+    assert speech.seconds > 0 and np.isfinite(speech.waveform).all()
+    made = [r for r in caplog.records if r.getMessage().startswith("making the qgemm-row")]
+    assert len(made) == 1
+
+    caplog.clear()
+    again = OmniVoiceONNX.load(cpu_artifacts, "int4", matmul="qgemm-row")
+    assert again.graphs["llm_decoder"].path == llm
+    assert not [r for r in caplog.records if r.getMessage().startswith("making")]
+    np.testing.assert_array_equal(again.backbone.llm(embeds.astype(np.float32))[0], hidden[1])
+
+    data = llm.with_name(llm.name + ".data")
+    with open(data, "r+b") as f:  # truncated, as by a full disk
+        f.truncate(data.stat().st_size // 2)
+    stale = llm.parent.with_name("qgemm-row-int4-llm_decoder-0123456789abcdef")
+    shutil.copytree(llm.parent, stale)  # from another source or version
+    caplog.clear()
+    remade = OmniVoiceONNX.load(cpu_artifacts, "int4", matmul="qgemm-row")
+    assert [r for r in caplog.records if r.getMessage().startswith("making the qgemm-row")]
+    np.testing.assert_array_equal(remade.backbone.llm(embeds.astype(np.float32))[0], hidden[1])
+    assert not stale.exists() and llm.is_file()
+
+
+def test_a_failed_rewrite_leaves_matmulnbits_with_one_warning(
+    cpu_artifacts, hf_home, monkeypatch, caplog
+):
+    def broken(model, rounding):
+        raise ValueError("a layout it does not read")
+
+    monkeypatch.setattr(qgemm, "rewrite_model", broken)
+    voice = OmniVoiceONNX.load(cpu_artifacts, "int4", matmul="qgemm")
+    kernel, why = voice.matmul
+    assert kernel in ("fp32", "int8") and "qgemm could not be had" in why, why
+    assert "a layout it does not read" in why
+    assert weights_of(voice.graphs["llm_decoder"].path).startswith("int4")
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "MatMulNBits" in warnings[0].getMessage()
+    assert not list((hf_home / "omnivoice_repaired").rglob("*.partial-*"))
+
+
+def test_every_source_rewrites_published_fp16_and_int4_and_our_int8(
+    published_int4, cpu_artifacts, fp32_artifacts, hf_home
+):
+    """The published int4 (LLM repaired, then rewritten; its int4 heads too), the published
+    fp16 root (fp16 activations around the integer kernels), our int8 build (8-bit)
+    and our fp32 build (float MatMuls, only when asked for)."""
+    cases = [(published_int4, "int4"), (published_int4, "fp16"), (cpu_artifacts, "int8")]
+    cases.append((fp32_artifacts, "fp32"))
+    for root, precision in cases:
+        voice = OmniVoiceONNX.load(root, precision, matmul="qgemm-row")
+        assert voice.matmul == ("qgemm-row", "asked for"), (root, precision, voice.matmul)
+        assert weights_of(voice.graphs["llm_decoder"].path) == "int8"
+        speech = voice.generate("Hello there.", seed=0, preset="turbo")
+        assert speech.seconds > 0 and np.isfinite(speech.waveform).all(), (root, precision)
+        if precision == "int4":
+            assert voice.repaired_llm is not None
+            assert weights_of(voice.graphs["audio_heads_decoder"].path) == "int8"
