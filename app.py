@@ -42,6 +42,7 @@ from omnivoice_rt.limits import (
     MAX_WYOMING_CONNECTIONS,
     WYOMING_IDLE_S,
 )
+from omnivoice_rt.matmul import KERNELS
 from omnivoice_rt.model import Speech
 from omnivoice_rt.profiles import PROFILES
 from omnivoice_rt.request import DOOR_PRESET, PRESETS, Request
@@ -311,8 +312,12 @@ def precision_line(service: Service, precision: str) -> str:
     if voice is not None:
         size = graphs_size(voice.root, voice.manifest.profile(precision).graphs)
         repaired = " The LLM was repaired to attend bidirectionally." if voice.repaired_llm else ""
-        mode, why = voice.matmul
-        kernels = f" Its MatMulNBits multiply in {mode} ({why})." if "int" in (held or "") else ""
+        kernel, why = voice.matmul
+        kernels = (
+            f" Its LLM multiplies with {kernel}, {KERNELS[kernel].summary} ({why})."
+            if precision != "cuda"
+            else ""
+        )
         return f"{title} Loaded, {size / 1e6:.0f} MB on disk: ready.{repaired}{kernels}"
     if precision in service.models.activity:
         return f"{title} {service.models.activity[precision]}…"

@@ -70,7 +70,30 @@ def machine() -> str:
         ),
         "?",
     )
-    return f"{cpu}, {os.cpu_count()} cores, {platform.python_version()}"
+    return f"{cpu}, {os.cpu_count()} cores ({cpu_features()}), {platform.python_version()}"
+
+
+# The CPU features that decide which matrix kernel is fast (omnivoice_rt.matmul), as /proc/cpuinfo
+# names them, and as the machine line shows them.
+FEATURES = {
+    "amx_int8": "AMX",
+    "avx512_vnni": "AVX-512 VNNI",
+    "avx_vnni": "AVX-VNNI",
+    "avx512f": "AVX-512",
+    "avx2": "AVX2",
+}
+
+
+def cpu_features() -> str:
+    flags = next(
+        (
+            line.split(":", 1)[1].split()
+            for line in open("/proc/cpuinfo")
+            if line.startswith("flags")
+        ),
+        [],
+    )
+    return ", ".join(name for flag, name in FEATURES.items() if flag in flags) or "no AVX2"
 
 
 # ----------------------------------------------------------------------------- engines
@@ -264,6 +287,7 @@ def main(argv=None) -> int:
     from omnivoice_build.equivalence import write_reference
     from omnivoice_rt import OmniVoiceONNX
     from omnivoice_rt.manifest import load_manifest
+    from omnivoice_rt.matmul import fallback as fallback_matmul
 
     print(f"machine: {machine()}; torch {torch.__version__} threads {torch.get_num_threads()}")
     manifest = load_manifest(args.artifacts)
@@ -279,6 +303,18 @@ def main(argv=None) -> int:
     for threads in [int(t) for t in args.threads.split(",") if t]:
         voices[f"int4 {threads}t"] = OmniVoiceONNX.load(args.artifacts, "int4", threads=threads)
         extra.update({f"int4/{p} {threads}t": (f"int4 {threads}t", p) for p in fewer})
+    # balanced on MatMulNBits (the faster of its modes here) and on the integer GEMM, whichever
+    # of the two int4 (the kernel auto chose) is not already: speedup_qgemm_balanced
+    kernels, nbits = {}, ""
+    if "int4" in voices:
+        chosen = voices["int4"].matmul[0]
+        llm = voices["int4"].graphs["llm_decoder"].path
+        nbits = chosen if chosen in ("fp32", "int8") else fallback_matmul(llm, None)
+        for kernel in (nbits, "qgemm-row"):
+            if kernel != chosen:
+                voices[f"int4 {kernel}"] = OmniVoiceONNX.load(args.artifacts, "int4", matmul=kernel)
+                extra[f"int4 {kernel}/balanced"] = (f"int4 {kernel}", "balanced")
+            kernels[kernel] = "int4/balanced" if kernel == chosen else f"int4 {kernel}/balanced"
     reference = write_reference(
         os.path.join(tempfile.mkdtemp(), "reference.wav"), seconds=5.3, rate=24000, channels=1
     )
@@ -294,7 +330,7 @@ def main(argv=None) -> int:
             engines[f"{precision}@16"] = (precision, 16)
     engines.update(extra)
     for name, voice in voices.items():
-        print(f"{name}: MatMulNBits multiply in {voice.matmul[0]} ({voice.matmul[1]})")
+        print(f"{name}: the LLM multiplies with {voice.matmul[0]} ({voice.matmul[1]})")
     saved: dict = {}  # runner -> its voice prompt of the reference, for the prompt case
 
     def prompt_of(runner: str):
@@ -327,7 +363,7 @@ def main(argv=None) -> int:
                 )
 
     print(
-        "\ncase   engine          RTF median [range]  vs pt@32  vs pt@same  s/step  encoder    LLM  heads decode python"
+        "\ncase   engine                RTF median [range]  vs pt@32  vs pt@same  kernel     s/step  encoder    LLM  heads decode python"
     )
     speedups: dict = {}
     for case_name, by_engine in results.items():
@@ -345,15 +381,16 @@ def main(argv=None) -> int:
             )
             same = f"{base[steps] / statistics.median(rtf):10.2f}" if steps in base else " " * 10
             if engines[engine][0] == "pytorch":
-                print(f"{case_name:6s} {engine:14s} {summary(rtf)}  {speed:7.2f}  {same}")
+                print(f"{case_name:6s} {engine:20s} {summary(rtf)}  {speed:7.2f}  {same}")
                 continue
+            kernel = voices[engines[engine][0]].matmul[0]
             per_step = statistics.median(r["total"] / r["steps"] for r in runs)
             split = " ".join(
                 f"{statistics.median(r[k] for r in runs):6.2f}"
                 for k in ("encoder", "llm", "heads", "decode", "python")
             )
             print(
-                f"{case_name:6s} {engine:14s} {summary(rtf)}  {speed:7.2f}  {same}  {per_step:6.3f}  {split}"
+                f"{case_name:6s} {engine:20s} {summary(rtf)}  {speed:7.2f}  {same}  {kernel:9s}  {per_step:6.3f}  {split}"
             )
         for precision in precisions:  # how far balanced is from the exact path at its 16 steps
             exact, cached = by_engine.get(f"{precision}@16"), by_engine.get(f"{precision}/balanced")
@@ -388,7 +425,8 @@ def main(argv=None) -> int:
         gop_step = llm_gop_per_token(manifest) * tokens
         achieved = gop_step * statistics.median(r["steps"] / r["llm"] for r in runs)
         print(
-            f"roofline: the LLM does {gop_step:.0f} GOP per step; it ran at {achieved:.0f} GOP/s, the best int4 "
+            f"roofline: the LLM does {gop_step:.0f} GOP per step; it ran at {achieved:.0f} GOP/s on "
+            f"{voices['int4'].matmul[0]}, the best int4 "
             f"MatMulNBits here (block {block}, accuracy level 4) is {best:.0f} GOP/s "
             f"({100 * achieved / best:.0f}%)"
         )
@@ -411,6 +449,13 @@ def main(argv=None) -> int:
         return statistics.median(r["rtf"] for r in runs) if runs else 0.0
 
     rtf_balanced = median_rtf("auto", "int4/balanced")
+    on_nbits, on_qgemm = (median_rtf("auto", kernels.get(k, "")) for k in (nbits, "qgemm-row"))
+    qgemm_speedup = on_nbits / on_qgemm if on_nbits and on_qgemm else 0.0
+    if qgemm_speedup:
+        print(
+            f"auto, balanced: {on_nbits:.2f} on MatMulNBits ({nbits}), {on_qgemm:.2f} on qgemm-row: "
+            f"{qgemm_speedup:.2f}x; int4 runs {voices['int4'].matmul[0]} ({voices['int4'].matmul[1]})"
+        )
     # turbo against balanced: the same profile, the same run
     turbo = {
         case: median_rtf(case, "int4/balanced") / median_rtf(case, "int4/turbo")
@@ -426,7 +471,8 @@ def main(argv=None) -> int:
         f"rtf_balanced_int4_auto={rtf_balanced:.2f} first_audio_s={first_s:.2f} "
         f"speedup_turbo_auto={turbo['auto']:.2f} speedup_turbo_clone={turbo['clone']:.2f} "
         f"speedup_turbo_prompt={turbo['prompt']:.2f} "
-        f"rtf_turbo_auto={median_rtf('auto', 'int4/turbo'):.2f}"
+        f"rtf_turbo_auto={median_rtf('auto', 'int4/turbo'):.2f} "
+        f"speedup_qgemm_balanced={qgemm_speedup:.2f} rtf_balanced_auto={rtf_balanced:.2f}"
     )
     for engine, (_, preset) in extra.items():  # each against int4 with the same preset, in this run
         for case in ("auto", "clone", "prompt"):

@@ -25,10 +25,12 @@ from omnivoice_rt.manifest import PROFILE_DIRS
 logger = logging.getLogger("omnivoice_rt")
 
 
-def _load(args):
+def _load(args, matmul: str | None = None):
     from omnivoice_rt.model import OmniVoiceONNX
 
-    voice = OmniVoiceONNX.load(args.model_dir, args.precision, threads=args.threads)
+    voice = OmniVoiceONNX.load(
+        args.model_dir, args.precision, threads=args.threads, matmul=matmul or args.matmul
+    )
     if getattr(args, "asr_model", None) and getattr(args, "ref_audio", None) and not args.ref_text:
         from omnivoice_rt.asr import Transcriber
 
@@ -68,6 +70,8 @@ def cmd_synthesize(args) -> int:
 def cmd_batch(args) -> int:
     from omnivoice_rt.batch import RESULTS, run_batch
 
+    if args.matmul:  # the workers (processes, Ray actors) read it from their environment
+        os.environ["OMNIVOICE_MATMUL"] = args.matmul
     counts = run_batch(
         args.input,
         args.output_dir,
@@ -130,6 +134,7 @@ def cmd_eval(args) -> int:
 def eval_quality(args) -> int:
     from omnivoice_rt import quality
     from omnivoice_rt.asr import Transcriber
+    from omnivoice_rt.matmul import CHOICES
     from omnivoice_rt.request import PRESETS
 
     presets = [p.strip() for p in args.presets.split(",") if p.strip()]
@@ -141,7 +146,13 @@ def eval_quality(args) -> int:
     if args.ref_audio and not args.ref_text:
         raise ValueError("--ref-audio needs --ref-text: what the reference recording says")
     sentences = quality.read_sentences(args.sentences) if args.sentences else quality.SENTENCES
-    voice = _load(args)
+    kernels = [k.strip().lower() for k in (args.matmul or "").split(",") if k.strip()]
+    unknown = [k for k in kernels if k not in CHOICES]
+    if unknown:
+        raise ValueError(
+            f"--matmul: unknown {', '.join(unknown)}; use some of {', '.join(CHOICES)}"
+        )
+    voice = {kernel: _load(args, kernel) for kernel in kernels} if len(kernels) > 1 else _load(args)
     recogniser = Transcriber.load(args.asr_model)
 
     def hear(audio, language):
@@ -163,9 +174,10 @@ def eval_quality(args) -> int:
         voice, presets, sentences, hear, speaker, output, seed=args.seed, **options
     )
     print(quality.report(samples, output))
-    against = "the reference" if args.ref_audio else f"{presets[0]}'s audio of each sentence"
+    first = samples[0].preset
+    against = "the reference" if args.ref_audio else f"{first}'s audio of each sentence"
     print(
-        f"similarity: to {against}; duration: against {presets[0]}'s; "
+        f"similarity: to {against}; duration: against {first}'s; "
         f"{len(sentences)} sentences; {output}/quality.json, quality.svg, PRESET/N.wav"
     )
     return 0
@@ -217,6 +229,13 @@ def parse_args(argv):
         )
         p.add_argument("--precision", default="int4", choices=list(PROFILE_DIRS))
         p.add_argument("--threads", type=int, default=None, help="ONNX Runtime intra-op threads")
+        p.add_argument(
+            "--matmul",
+            default=None,
+            help="the LLM's kernel: auto, fp32, int8, qgemm-row, qgemm (default $OMNIVOICE_MATMUL, "
+            "else auto); eval --mode quality takes several, comma-separated, and runs every "
+            "preset on each",
+        )
         p.add_argument("-v", "--verbose", action="store_true")
 
     syn = sub.add_parser("synthesize", help="text to a wav file")

@@ -2,7 +2,8 @@
 how the runtime would use it, without loading the model.
 
 For each graph: its file and size, its inputs and outputs, and the signature it binds by (or
-why none fits); for the LLM, whether it attends both ways or would be repaired, and where to;
+why none fits); for the LLM, whether it attends both ways or would be repaired, and where to, and
+the kernel it would multiply with on this CPU (:mod:`omnivoice_rt.matmul`);
 for each codec folder, which precisions try it and whether it loads. From the Hub only the
 graphs are fetched, not their external weights (sizes come from the repo's file list), so this
 is the cheap first thing to run when the published repository changes.
@@ -24,6 +25,8 @@ from omnivoice_rt.manifest import (
     load_manifest,
     safe_join,
 )
+from omnivoice_rt.matmul import KERNELS
+from omnivoice_rt.matmul import resolve as resolve_matmul
 from omnivoice_rt.profiles import ROLE_NAMES, weights_of
 from omnivoice_rt.sessions import open_graph
 from omnivoice_rt.signatures import CODEC_ROLES, bind, ports_of_graph
@@ -74,6 +77,14 @@ def _attention_line(folder: Path, relative: str, precision: str) -> str:
     return f"    attention: bidirectional (causal=0 on every {GQA} node)"
 
 
+def _kernel_line(folder: Path, relative: str, precision: str) -> str:
+    """The kernel the LLM would multiply with on this CPU (``$OMNIVOICE_MATMUL`` or measured)."""
+    if precision == "cuda":
+        return "    kernel: ONNX Runtime's CUDA kernels"
+    kernel, why = resolve_matmul(None, safe_join(folder, relative), None)
+    return f"    kernel here: {kernel}, {KERNELS[kernel].summary} ({why})"
+
+
 def _codec_lines(folder: Path, name: str, spec: CodecEntry) -> list[str]:
     users = CODEC_VARIANTS.get(name.rsplit("/", 1)[-1]) if name != CODEC_DIR else None
     who = (
@@ -119,6 +130,7 @@ def inspect(source: str | Path | None, precision: str | None = None) -> list[str
             lines += _graph_lines(folder, role, spec.file, remote)
             if role == "llm_decoder":
                 lines.append(_attention_line(folder, spec.file, name))
+                lines.append(_kernel_line(folder, spec.file, name))
     codecs = [(CODEC_DIR, manifest.audio_tokenizer)]
     codecs += [(f"{CODEC_DIR}/{n}", spec) for n, spec in manifest.codec_variants.items()]
     for name, spec in codecs:

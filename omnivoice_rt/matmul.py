@@ -106,7 +106,8 @@ def fallback(llm: Path, threads: int | None) -> str:
     quantized = nbits(str(llm))
     if quantized is None:
         return "fp32"
-    return choose(measure(*quantized, threads, ("fp32", "int8")))[0]
+    times = measure(*quantized, threads, AUTO)  # the measurement auto made, if it did
+    return choose({k: v for k, v in times.items() if KERNELS[k].rounding is None})[0]
 
 
 @lru_cache(maxsize=8)
@@ -170,9 +171,11 @@ def measure(
     from omnivoice_rt.sessions import session_options  # sessions imports this module
 
     rng = np.random.default_rng(0)
-    sessions, feeds = {}, []
+    sessions, feeds, failed = {}, [], set()
     for i, (m, k, n) in enumerate(SHAPES):
         for name in kernels:
+            if name in failed:
+                continue
             model = nbits_model(m, k, n, bits, block, seed=i)
             try:
                 if KERNELS[name].rounding:
@@ -184,8 +187,9 @@ def measure(
                 )
             except Exception as exc:  # onnxruntime raises its own exception types
                 logger.warning("the %s kernel cannot run here (%s)", name, exc)
+                failed.add(name)
         feeds.append({"A": rng.standard_normal((m, k)).astype(np.float32)})
-    kernels = tuple(k for k in kernels if all((k, i) in sessions for i in range(len(SHAPES))))
+    kernels = tuple(k for k in kernels if k not in failed)
     for (_, i), session in sessions.items():  # warm up
         session.run(None, feeds[i])
     took: dict[str, list[list[float]]] = {name: [[] for _ in SHAPES] for name in kernels}

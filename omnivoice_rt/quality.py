@@ -155,7 +155,7 @@ class SpeakerEncoder:
 
 @dataclass
 class Sample:
-    preset: str
+    preset: str  # PRESET, or PRESET@KERNEL when kernels are compared
     language: str | None
     text: str
     heard: str
@@ -180,7 +180,7 @@ def read_sentences(path: str | Path) -> list[tuple[str | None, str]]:
 
 
 def evaluate(
-    voice,
+    voices,
     presets: list[str],
     sentences: list[tuple[str | None, str]],
     hear,
@@ -189,25 +189,32 @@ def evaluate(
     seed: int = 0,
     **options,
 ) -> list[Sample]:
-    """Each sentence with each preset (the presets in turn, so the machine's drift is shared);
-    ``hear(audio, language) -> text`` is the recogniser; ``options`` go to every synthesis
-    (``ref_audio``, ``ref_text``, ``instruct``...). The wav files go to ``output/PRESET/N.wav``."""
+    """Each sentence with each preset of each voice (a model, or ``{kernel: model}`` to compare
+    kernels: the samples' ``preset`` is then ``PRESET@KERNEL``), in turn, so the machine's drift
+    is shared; ``hear(audio, language) -> text`` is the recogniser; ``options`` go to every
+    synthesis (``ref_audio``, ``ref_text``, ``instruct``...). The wav files go to
+    ``output/PRESET/N.wav``."""
     import soundfile as sf
 
+    runs = [
+        (f"{preset}@{kernel}" if isinstance(voices, dict) else preset, voice, preset)
+        for kernel, voice in (voices.items() if isinstance(voices, dict) else [("", voices)])
+        for preset in presets
+    ]
     samples = []
     reference = options.get("ref_audio")
     if speaker is not None and reference is not None:
         reference = speaker.embed(reference)  # once: every sample is held against it
     for n, (language, text) in enumerate(sentences):
-        against = reference  # else the first preset's audio of this sentence
-        for preset in presets:
+        against = reference  # else the first run's audio of this sentence
+        for label, voice, preset in runs:
             started = time.perf_counter()
             speech = voice.generate(text, language=language, preset=preset, seed=seed, **options)
             took = time.perf_counter() - started
             audio = (speech.waveform, speech.sample_rate)
             if output is not None:
-                (output / preset).mkdir(parents=True, exist_ok=True)
-                sf.write(output / preset / f"{n}.wav", *audio)
+                (output / label).mkdir(parents=True, exist_ok=True)
+                sf.write(output / label / f"{n}.wav", *audio)
             heard = hear(audio, language)
             similarity = None
             if speaker is not None:
@@ -216,7 +223,7 @@ def evaluate(
                 similarity = float(against @ embedding)
             samples.append(
                 Sample(
-                    preset,
+                    label,
                     language,
                     text,
                     heard,
@@ -226,7 +233,7 @@ def evaluate(
                     took,
                 )
             )
-            logger.info("%s %d: heard %r", preset, n, heard)
+            logger.info("%s %d: heard %r", label, n, heard)
     return samples
 
 

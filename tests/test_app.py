@@ -210,7 +210,9 @@ def test_precision_line_tells_what_is_on_disk(cpu_artifacts, published_int4, tmp
     service.models.get("int4")
     line = precision_line(service, "int4")
     assert "Loaded," in line and "LLM int4 (block 32), encoder int4 (block 32), heads fp32" in line
-    assert "Its MatMulNBits multiply in fp32 (asked for)." in line  # OMNIVOICE_MATMUL, conftest
+    # OMNIVOICE_MATMUL, conftest
+    assert "Its LLM multiplies with fp32, MatMulNBits, weights dequantized" in line
+    assert "(asked for)." in line
     assert "Not downloaded yet from test/none" in availability("test/none", "int4")
     # What the graphs hold, not what our own builds of a profile hold: the published int4 heads.
     published = Service(Config(str(published_int4), "int4"))

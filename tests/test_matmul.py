@@ -68,3 +68,20 @@ def test_every_session_stops_spinning_after_a_run(cpu_artifacts):
         options = session.get_session_options()
         for key, value in {**SESSION_CONFIG, **KERNELS["fp32"].config}.items():
             assert options.get_session_config_entry(key) == value, (key, session)
+
+
+def test_inspect_says_which_kernel_the_llm_would_take_here(
+    cpu_artifacts, fp32_artifacts, monkeypatch
+):
+    from omnivoice_rt.inspect import inspect
+
+    lines = inspect(cpu_artifacts, "int4")
+    assert (
+        "    kernel here: fp32, MatMulNBits, weights dequantized and multiplied in fp32 (asked for)"
+        in lines
+    )
+    monkeypatch.setenv("OMNIVOICE_MATMUL", "auto")
+    (line,) = [line for line in inspect(cpu_artifacts, "int4") if "kernel here" in line]
+    assert "measured at load, time against the fastest: fp32 " in line, line
+    (line,) = [line for line in inspect(fp32_artifacts, "fp32") if "kernel here" in line]
+    assert line.endswith("(the LLM has no MatMulNBits: its float products are kept)"), line

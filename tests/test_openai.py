@@ -440,6 +440,9 @@ def test_without_a_key_the_endpoint_is_open(app_server):
     health = httpx.get(f"{app_server}/health").json()
     assert health["status"] == "ok" and health["slots"] == 1 and "int4" in health["offered"]
     assert health["serving"] == 0 and health["waiting"] == 0, health
+    # the kernel each loaded LLM multiplies with: fp32, as conftest's OMNIVOICE_MATMUL asks
+    assert set(health["kernels"]) == set(health["loaded"])
+    assert all(k == {"kernel": "fp32", "why": "asked for"} for k in health["kernels"].values())
 
 
 def test_the_line_serves_in_order_and_turns_away_the_surplus():

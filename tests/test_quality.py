@@ -114,13 +114,13 @@ def test_fbank_is_wespeakers_and_reaches_a_feature_model(tmp_path):
     np.testing.assert_allclose(embedding, top / np.linalg.norm(top), atol=1e-4)
 
 
-def run_quality(*args: str) -> subprocess.CompletedProcess:
+def run_quality(*args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "omnivoice_rt", "eval", "--mode", "quality", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        env={**os.environ, "HF_HUB_OFFLINE": "1", **env},
     )
 
 
@@ -179,6 +179,33 @@ def test_the_quality_command_end_to_end(cpu_artifacts, tiny_whisper, resemblyzer
     assert result.returncode == 0, result.stderr
     (row,) = json.loads((alone / "quality.json").read_text())["summary"]
     assert row["similarity"] is None and row["duration"] == 1.0 and "| fast |" in result.stdout
+
+    # kernels compared as presets are: every preset on each, the first run the baseline
+    kernels = tmp_path / "kernels"
+    result = run_quality(
+        *common,
+        "--presets",
+        "turbo",
+        "--matmul",
+        "fp32,qgemm-row",
+        "--sentences",
+        str(sentences),
+        "--speaker-model",
+        str(resemblyzer_onnx),
+        "--output",
+        str(kernels),
+        HF_HOME=str(tmp_path / "hf"),  # where the rewritten LLM is kept
+    )
+    assert result.returncode == 0, result.stderr
+    assert "| turbo@fp32 |" in result.stdout and "| turbo@qgemm-row |" in result.stdout
+    exact, rounded = json.loads((kernels / "quality.json").read_text())["summary"]
+    assert exact["similarity"] == pytest.approx(1.0, abs=1e-5) and exact["duration"] == 1.0
+    assert rounded["preset"] == "turbo@qgemm-row" and rounded["similarity"] < 1.0 - 1e-6
+    assert sf.info(kernels / "turbo@qgemm-row" / "0.wav").duration > 0
+    refused = run_quality(*common, "--matmul", "fp32,fast", "--output", str(out))
+    assert refused.returncode == 2 and refused.stderr.strip() == (
+        "error: --matmul: unknown fast; use some of auto, fp32, int8, qgemm-row, qgemm"
+    )
 
     refused = run_quality(*common, "--presets", "best,quick", "--output", str(out))
     assert refused.returncode == 2

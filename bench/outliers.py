@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""How much each matrix kernel's rounding of the activations costs, with and without the rare,
+huge activations real LLMs carry and random weights lack.
+
+    python bench/outliers.py --artifacts FULL_ARTIFACTS [--precision int4] [--kernels fp32,int8,qgemm-row,qgemm]
+        [--gain 50] [--channels 4] [--text "..."]
+
+For each kernel of ``omnivoice_rt.matmul.KERNELS`` and each variant of the LLM, against the
+``fp32`` kernel (MatMulNBits' weights, exactly, in fp32) on the same variant:
+
+- ``hidden``: the relative error of the LLM's hidden states after one forward of 2 x 300
+  random embeddings, on the ordinary tokens;
+- ``codes``: the share of ``best``'s codes (one short text, the same seed) equal to fp32's.
+
+Variants: ``as built`` (the fixture's random weights); ``channels`` (``--channels`` channels of
+every RMSNorm weight of the hidden size scaled by ``--gain``: channel outliers in every product's input, on every
+token); ``token`` (one forward only: the first token's embedding carries two channels 1000x the
+rest, a "massive activation" that every layer's norm turns into a few huge inputs of that token).
+Random weights say nothing about the released model's outliers: the figures show what each
+rounding does when they are there. The rewritten graphs are cached under ``$HF_HOME`` as the
+runtime caches them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from bench.benchmark import machine  # noqa: E402
+
+NORMS = ("SimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization")
+
+
+def with_channel_outliers(artifacts: Path, precision: str, channels: int, gain: float) -> Path:
+    """A folder like ``artifacts`` (links) whose LLM's RMSNorm weights have ``channels``
+    channels scaled by ``gain``."""
+    import onnx
+    from onnx import numpy_helper
+
+    from omnivoice_rt.bidirectional import load_with_weights
+    from omnivoice_rt.manifest import load_manifest
+
+    folder = Path(tempfile.mkdtemp(prefix="outliers-"))
+    for item in artifacts.iterdir():
+        (folder / item.name).symlink_to(item.resolve())
+    relative = load_manifest(artifacts).profile(precision).graphs["llm_decoder"].file
+    source = artifacts / relative
+    (folder / Path(relative).parts[0]).unlink()
+    (folder / Path(relative).parent).mkdir(parents=True)
+    for item in source.parent.iterdir():
+        if not item.name.startswith("llm_decoder.onnx"):
+            (folder / Path(relative).parent / item.name).symlink_to(item.resolve())
+    model = load_with_weights(source)
+    initializers = {t.name: t for t in model.graph.initializer}
+    hidden = model_hidden(model)
+    picked = np.random.default_rng(0).choice(hidden, channels, replace=False)
+    for node in model.graph.node:
+        if node.op_type in NORMS:
+            weight = initializers[node.input[2 if node.op_type.startswith("Skip") else 1]]
+            values = numpy_helper.to_array(weight).copy()
+            if values.shape != (hidden,):  # the per-head q and k norms
+                continue
+            values[picked] *= gain
+            weight.CopyFrom(numpy_helper.from_array(values, weight.name))
+    target = folder / relative
+    onnx.save_model(model, str(target), save_as_external_data=True, location=target.name + ".data")
+    return folder
+
+
+def model_hidden(model) -> int:
+    arg = next(i for i in model.graph.input if i.name == "inputs_embeds")
+    return arg.type.tensor_type.shape.dim[-1].dim_value
+
+
+def hidden_error(voices: dict, massive: bool) -> dict[str, float]:
+    rng = np.random.default_rng(0)
+    any_voice = next(iter(voices.values()))
+    embeds = rng.standard_normal((2, 300, any_voice.config.hidden_size)).astype(np.float32)
+    ordinary = np.ones(300, dtype=bool)
+    if massive:
+        embeds[:, 0, :2] = 1000 * np.abs(embeds[:, 0, :2]).max()
+        ordinary[0] = False
+    states = {k: v.backbone.llm(embeds.astype(v.backbone.dtype))[0] for k, v in voices.items()}
+    exact = states["fp32"][:, ordinary].astype(np.float64)
+    return {
+        k: float(np.linalg.norm(s[:, ordinary] - exact) / np.linalg.norm(exact))
+        for k, s in states.items()
+    }
+
+
+def codes_equal(voices: dict, text: str) -> dict[str, float]:
+    codes = {
+        k: v.generate(text, seed=0, preset="best", duration=2.0).codes[0] for k, v in voices.items()
+    }
+    return {k: float((c == codes["fp32"]).mean()) for k, c in codes.items()}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--artifacts", required=True, help="artifacts of the full fixture")
+    parser.add_argument("--precision", default="int4")
+    parser.add_argument("--kernels", default="fp32,int8,qgemm-row,qgemm")
+    parser.add_argument("--channels", type=int, default=4)
+    parser.add_argument("--gain", type=float, default=50.0)
+    parser.add_argument("--text", default="Good evening, the lights are on.")
+    args = parser.parse_args(argv)
+
+    from omnivoice_rt import OmniVoiceONNX
+
+    kernels = args.kernels.split(",")
+    if kernels[0] != "fp32":
+        kernels.insert(0, "fp32")
+    print(f"machine: {machine()}; {args.precision}; errors against the fp32 kernel")
+    variants = {
+        "as built": Path(args.artifacts),
+        f"channels x{args.gain:g}": with_channel_outliers(
+            Path(args.artifacts), args.precision, args.channels, args.gain
+        ),
+    }
+    print(f"{'variant':16s} {'measure':8s} " + " ".join(f"{k:>10s}" for k in kernels))
+    for name, folder in variants.items():
+        voices = {k: OmniVoiceONNX.load(folder, args.precision, matmul=k) for k in kernels}
+        rows = {"hidden": hidden_error(voices, massive=False)}
+        if name == "as built":
+            rows["hidden, token"] = hidden_error(voices, massive=True)
+        rows["codes"] = codes_equal(voices, args.text)
+        for measure, values in rows.items():
+            label = "token" if measure.endswith("token") else name
+            kind = measure.split(",")[0]
+            cells = " ".join(
+                f"{values[k]:10.4f}" if kind == "codes" else f"{100 * values[k]:9.2f}%"
+                for k in kernels
+            )
+            print(f"{label:16s} {kind:8s} {cells}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    sys.exit(main())
