@@ -84,12 +84,13 @@ def derived(storage: Path, name: str, key: str, make: Callable[[Path], None], wh
         staging.mkdir(parents=True)
         make(staging)
         _stamp(staging)
-        shutil.rmtree(target, ignore_errors=True)
-        try:
-            staging.rename(target)
-        except OSError:
-            if not intact(target):  # another process made it meanwhile, or the disk refused
-                raise
+        if not intact(target):  # else another process made it meanwhile (and may be reading it)
+            shutil.rmtree(target, ignore_errors=True)
+            try:
+                staging.rename(target)
+            except OSError:
+                if not intact(target):  # the disk refused, rather than another process won
+                    raise
     except OSError as exc:
         raise ArtifactError(
             f"cannot write {what} into {storage} ({exc.strerror or exc}); "

@@ -5,6 +5,7 @@ damaged or stale, and MatMulNBits when they cannot be had."""
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 
 import huggingface_hub.constants
@@ -208,3 +209,29 @@ def test_every_source_rewrites_published_fp16_and_int4_and_our_int8(
         if precision == "int4":
             assert voice.repaired_llm is not None
             assert weights_of(voice.graphs["audio_heads_decoder"].path) == "int8"
+
+
+def test_two_processes_making_the_same_graph_at_once_both_load_it(cpu_artifacts, tmp_path):
+    """Two servers started together on one cache: each makes the rewrite under a name of its own,
+    one puts it in place, the other takes that one; both synthesize, one folder stays."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    script = (
+        "import sys; from omnivoice_rt.model import OmniVoiceONNX; "
+        f"v = OmniVoiceONNX.load({str(cpu_artifacts)!r}, 'int4', matmul='qgemm-row'); "
+        "s = v.generate('Hello there.', seed=0, preset='turbo'); "
+        "print(v.matmul[0], v.graphs['llm_decoder'].path, s.codes[0].sum())"
+    )
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "PYTHONPATH": str(ROOT)}
+    runs = [
+        subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outputs = [run.communicate(timeout=300)[0].split() for run in runs]
+    assert [run.returncode for run in runs] == [0, 0]
+    assert {out[0] for out in outputs} == {"qgemm-row"} and outputs[0][1:] == outputs[1][1:]
+    folders = list((tmp_path / "hf" / "omnivoice_repaired").glob("*/qgemm-row-int4-llm_decoder-*"))
+    assert len(folders) == 1, folders
