@@ -12,6 +12,9 @@ For each kernel of ``omnivoice_rt.matmul.KERNELS`` and each variant of the LLM, 
   random embeddings, on the ordinary tokens;
 - ``codes``: the share of ``best``'s codes (one short text, the same seed) equal to fp32's.
 
+The integer kernels run twice: as they are, and with the LLM's activations smoothed
+(``+smooth``, ``OMNIVOICE_SMOOTH=1``, the default: :mod:`omnivoice_rt.smooth`).
+
 Variants: ``as built`` (the fixture's random weights); ``channels`` (``--channels`` channels of
 every RMSNorm weight of the hidden size scaled by ``--gain``: channel outliers in every product's input, on every
 token); ``token`` (one forward only: the first token's embedding carries two channels 1000x the
@@ -39,16 +42,19 @@ from bench.benchmark import machine  # noqa: E402
 NORMS = ("SimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization")
 
 
-def with_channel_outliers(artifacts: Path, precision: str, channels: int, gain: float) -> Path:
-    """A folder like ``artifacts`` (links) whose LLM's RMSNorm weights have ``channels``
-    channels scaled by ``gain``."""
+def with_channel_outliers(
+    artifacts: Path, precision: str, channels: int, gain: float, folder: Path | None = None
+) -> Path:
+    """A folder (``folder``, else a new temporary one) like ``artifacts`` (links) whose LLM's
+    RMSNorm weights have ``channels`` channels scaled by ``gain``."""
     import onnx
     from onnx import numpy_helper
 
     from omnivoice_rt.bidirectional import load_with_weights
     from omnivoice_rt.manifest import load_manifest
 
-    folder = Path(tempfile.mkdtemp(prefix="outliers-"))
+    folder = Path(folder or tempfile.mkdtemp(prefix="outliers-"))
+    folder.mkdir(parents=True, exist_ok=True)
     for item in artifacts.iterdir():
         (folder / item.name).symlink_to(item.resolve())
     relative = load_manifest(artifacts).profile(precision).graphs["llm_decoder"].file
@@ -114,6 +120,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from omnivoice_rt import OmniVoiceONNX
+    from omnivoice_rt.matmul import KERNELS
 
     kernels = args.kernels.split(",")
     if kernels[0] != "fp32":
@@ -125,9 +132,15 @@ def main(argv=None) -> int:
             Path(args.artifacts), args.precision, args.channels, args.gain
         ),
     }
-    print(f"{'variant':16s} {'measure':8s} " + " ".join(f"{k:>10s}" for k in kernels))
+    labels = [k + s for k in kernels for s in (("", "+smooth") if KERNELS[k].rounding else ("",))]
+    print(f"{'variant':16s} {'measure':8s} " + " ".join(f"{k:>16s}" for k in labels))
     for name, folder in variants.items():
-        voices = {k: OmniVoiceONNX.load(folder, args.precision, matmul=k) for k in kernels}
+        voices = {}
+        for kernel in kernels:
+            for smooth in ("0", "1") if KERNELS[kernel].rounding else ("0",):
+                os.environ["OMNIVOICE_SMOOTH"] = smooth
+                label = kernel + "+smooth" * (smooth == "1")
+                voices[label] = OmniVoiceONNX.load(folder, args.precision, matmul=kernel)
         rows = {"hidden": hidden_error(voices, massive=False)}
         if name == "as built":
             rows["hidden, token"] = hidden_error(voices, massive=True)
@@ -136,8 +149,8 @@ def main(argv=None) -> int:
             label = "token" if measure.endswith("token") else name
             kind = measure.split(",")[0]
             cells = " ".join(
-                f"{values[k]:10.4f}" if kind == "codes" else f"{100 * values[k]:9.2f}%"
-                for k in kernels
+                f"{values[k]:16.4f}" if kind == "codes" else f"{100 * values[k]:15.2f}%"
+                for k in labels
             )
             print(f"{label:16s} {kind:8s} {cells}", flush=True)
     return 0

@@ -16,12 +16,15 @@ the graph multiplied by before):
   then the rows' scales. A token of massive activations costs only its own precision. The rows
   are rounded once for all the products that read them (q, k, v; gate and up).
 
-The activations of a graph in fp16 are cast to fp32 around the integer kernels.
+The activations of a graph in fp16 are cast to fp32 around the integer kernels. Before the LLM's
+weights are requantized, the outlier channels of the activations that RMSNorms feed are moved
+into them (SmoothQuant, :mod:`omnivoice_rt.smooth`; ``OMNIVOICE_SMOOTH=0`` turns it off).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +32,7 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 # What a rewritten graph holds, in its cache key (omnivoice_rt.derived): bump on any change here.
-VERSION = 1
+VERSION = 2  # 2: the LLM's activations smoothed
 ROUNDINGS = ("tensor", "row")
 # A MatMul by a constant float weight is rewritten from this many weights on (the LLM's
 # projections; not the small products of a norm or a position table).
@@ -215,38 +218,76 @@ def _rewrite_node(g: _Graph, node, weights: np.ndarray, rounding: str, half: boo
         g.new_nodes[-1].output[0] = node.output[0]
 
 
-def rewrite_model(model, rounding: str) -> int:
-    """Rewrite ``model`` (an ``onnx.ModelProto`` with its weights loaded) in place: each MatMulNBits,
-    and each MatMul by a constant float weight of at least ``MIN_WEIGHTS``, becomes the integer
-    kernel of ``rounding`` (``tensor`` or ``row``). Returns how many were rewritten;
-    ``RewriteError`` when none could be."""
+def is_product(node, initializers: dict) -> bool:
+    """Whether ``node`` is a product the rewrite takes: a MatMulNBits whose weights, scales and zero
+    points are constants (and no group index), or a MatMul by a constant 2-D float weight of at
+    least ``MIN_WEIGHTS``; read from the graph alone (``initializers``: name -> TensorProto)."""
+    from onnx import TensorProto
+
+    if node.op_type == "MatMulNBits" and node.domain == "com.microsoft":
+        inputs = list(node.input) + [""] * (6 - len(node.input))
+        return not inputs[4] and all(i in initializers for i in inputs[1:3] + inputs[3:4] if i)
+    if node.op_type == "MatMul" and len(node.input) == 2 and node.input[1] in initializers:
+        weight = initializers[node.input[1]]
+        kinds = (TensorProto.FLOAT, TensorProto.FLOAT16)
+        return (
+            len(weight.dims) == 2
+            and weight.data_type in kinds
+            and np.prod(weight.dims) >= MIN_WEIGHTS
+        )
+    return False
+
+
+def product_weights(g: _Graph, node) -> np.ndarray:
+    """The float32 weights (K x N) a product of :func:`is_product` multiplies by."""
+    if node.op_type == "MatMulNBits":
+        return nbits_weights(node, g.tensor)
+    return g.tensor(node.input[1]).astype(np.float32)
+
+
+def _smoothing(g: _Graph, peaks: dict) -> dict:
+    """SmoothQuant's factors of each RMSNorm output of ``peaks`` read by products alone, folded
+    into the norm's weight here (the products' weights take them as they are rewritten)."""
+    from omnivoice_rt.smooth import factors, smoothable
+
+    scales = {}
+    for tensor, (weight, users) in smoothable(
+        g.model, lambda n: is_product(n, g.initializers)
+    ).items():
+        if tensor not in peaks:
+            continue
+        rows = np.max([np.abs(product_weights(g, user)).max(axis=1) for user in users], axis=0)
+        scales[tensor] = factors(peaks[tensor], rows)
+        gamma = g.tensor(weight)
+        smoothed = (gamma.astype(np.float32) / scales[tensor]).astype(gamma.dtype)
+        g.initializers[weight].CopyFrom(g.from_array(smoothed, weight))
+    logger.info("smoothed the activations of %d norms into their products' weights", len(scales))
+    return scales
+
+
+def rewrite_model(model, rounding: str, peaks: dict | None = None) -> int:
+    """Rewrite ``model`` (an ``onnx.ModelProto`` with its weights loaded) in place: each product of
+    :func:`is_product` becomes the integer kernel of ``rounding`` (``tensor`` or ``row``); with
+    ``peaks`` (an RMSNorm output's activations' peak per channel, :mod:`omnivoice_rt.smooth`),
+    the outlier channels of those inputs move into the weights first. Returns how many products
+    were rewritten; ``RewriteError`` when none could be."""
     from onnx import TensorProto, helper
 
     if rounding not in ROUNDINGS:
         raise ValueError(f"unknown rounding {rounding!r}: use one of {', '.join(ROUNDINGS)}")
     g = _Graph(model)
-    nodes, rewritten, skipped = [], 0, 0
+    scales = _smoothing(g, peaks) if peaks else {}
+    nodes, rewritten = [], 0
     for node in g.graph.node:
-        weights, half, bias = None, False, ""
-        if node.op_type == "MatMulNBits" and node.domain == "com.microsoft":
-            weights = nbits_weights(node, g.tensor)
-            init = g.initializers.get(node.input[2])
-            half = init is not None and init.data_type == TensorProto.FLOAT16
-            bias = node.input[5] if len(node.input) > 5 else ""
-            skipped += weights is None
-        elif node.op_type == "MatMul" and node.input[1] in g.initializers:
-            init = g.initializers[node.input[1]]
-            kinds = (TensorProto.FLOAT, TensorProto.FLOAT16)
-            if (
-                len(init.dims) == 2
-                and init.data_type in kinds
-                and np.prod(init.dims) >= MIN_WEIGHTS
-            ):
-                weights = g.tensor(node.input[1]).astype(np.float32)
-                half = init.data_type == TensorProto.FLOAT16
-        if weights is None:
+        if not is_product(node, g.initializers):
             nodes.append(node)
             continue
+        weights = product_weights(g, node)
+        if node.input[0] in scales:  # x @ w == (x / s) @ (s * w): s folded into the norm
+            weights = weights * scales[node.input[0]][:, None]
+        half = g.initializers[node.input[2 if node.op_type == "MatMulNBits" else 1]].data_type
+        half = half == TensorProto.FLOAT16
+        bias = node.input[5] if node.op_type == "MatMulNBits" and len(node.input) > 5 else ""
         g.new_nodes = []
         _rewrite_node(g, node, weights, rounding, half, bias)
         nodes.extend(g.new_nodes)
@@ -254,8 +295,8 @@ def rewrite_model(model, rounding: str) -> int:
         rewritten += 1
     if not rewritten:
         raise RewriteError(
-            "the graph has no MatMulNBits and no MatMul by a constant weight to rewrite"
-            + (f" ({skipped} MatMulNBits with a group index)" if skipped else "")
+            "the graph has no MatMulNBits (without a group index) and no MatMul by a constant "
+            "weight to rewrite"
         )
     still_read = {i for node in nodes for i in node.input}
     kept = [t for t in g.graph.initializer if t.name not in g.used or t.name in still_read]
@@ -275,7 +316,7 @@ def rewrite_model(model, rounding: str) -> int:
     return rewritten
 
 
-def rewrite_file(src: Path, dst: Path, rounding: str) -> int:
+def rewrite_file(src: Path, dst: Path, rounding: str, peaks: dict | None = None) -> int:
     """Write ``src``'s graph rewritten (:func:`rewrite_model`) to ``dst``, weights in
     ``<dst name>.data`` beside it."""
     import onnx
@@ -283,7 +324,7 @@ def rewrite_file(src: Path, dst: Path, rounding: str) -> int:
     from omnivoice_rt.bidirectional import load_with_weights
 
     model = load_with_weights(Path(src))
-    count = rewrite_model(model, rounding)
+    count = rewrite_model(model, rounding, peaks)
     onnx.save_model(
         model,
         str(dst),
@@ -295,34 +336,69 @@ def rewrite_file(src: Path, dst: Path, rounding: str) -> int:
     return count
 
 
+def smoothing() -> bool:
+    """Whether the LLM's rewrite smooths its activations (:mod:`omnivoice_rt.smooth`):
+    ``OMNIVOICE_SMOOTH`` 1 (the default) or 0."""
+    value = os.environ.get("OMNIVOICE_SMOOTH", "1").strip()
+    if value not in ("0", "1"):
+        raise ValueError(f"OMNIVOICE_SMOOTH={value!r}: use 1 (smooth the activations) or 0 (not)")
+    return value == "1"
+
+
 def integer_graphs(root: Path, manifest, precision: str, overrides: dict, kernel: str) -> dict:
     """``{role: rewritten graph}`` for ``kernel`` (``qgemm`` or ``qgemm-row``): the LLM, and any
     other graph of the profile with MatMulNBits (the published int4 heads), each rewritten from
-    the graph that would load (the repaired LLM where there is one), made at the first load and
-    kept beside the repaired LLM (:mod:`omnivoice_rt.derived`). ``RewriteError`` when a graph
-    cannot be rewritten, ``ArtifactError`` when it cannot be written."""
+    the graph that would load (the repaired LLM where there is one), the LLM's activations
+    smoothed (:func:`smoothing`), made at the first load and kept beside the repaired LLM
+    (:mod:`omnivoice_rt.derived`). ``RewriteError`` when a graph cannot be rewritten,
+    ``ArtifactError`` when it cannot be written."""
     from omnivoice_rt.derived import derived, source_key
     from omnivoice_rt.hub import repair_storage
     from omnivoice_rt.matmul import KERNELS, nbits
     from omnivoice_rt.sessions import graph_path
 
     rounding = KERNELS[kernel].rounding
+    smooth = smoothing()
     rewritten = {}
     for role in manifest.profile(precision).graphs:
         source = graph_path(root, manifest, precision, role, overrides)
         if role != "llm_decoder" and nbits(str(source)) is None:
             continue
+        smoothed = smooth and role == "llm_decoder"
 
-        def make(into: Path, source=source) -> None:
+        def make(into: Path, source=source, smoothed=smoothed) -> None:
             try:
-                rewrite_file(source, into / source.name, rounding)
+                peaks = (
+                    calibrate(root, manifest, precision, overrides, source, into)
+                    if smoothed
+                    else None
+                )
+                rewrite_file(source, into / source.name, rounding, peaks)
             except (RewriteError, OSError):
                 raise
-            except Exception as exc:  # onnx and protobuf raise their own types
+            except Exception as exc:  # onnx, protobuf and onnxruntime raise their own types
                 raise RewriteError(f"{source.name} could not be rewritten ({exc})") from exc
 
-        key = source_key(source, f"qgemm {VERSION} {rounding}")
-        name = f"{kernel}-{precision}-{role}"
+        key = source_key(source, f"qgemm {VERSION} {rounding} smooth {int(smoothed)}")
+        name = f"{kernel}{'-smooth' * smoothed}-{precision}-{role}"
         folder = derived(repair_storage(root), name, key, make, f"the {kernel} {role} graph")
         rewritten[role] = folder / source.name
     return rewritten
+
+
+def calibrate(
+    root: Path, manifest, precision: str, overrides: dict, source: Path, work: Path
+) -> dict:
+    """The peaks of the LLM ``source``'s smoothable activations on the calibration prompts, its
+    copy made in the folder ``work``."""
+    import onnx
+
+    from omnivoice_rt.smooth import calibration_embeddings, peaks, smoothable
+
+    graph = onnx.load(str(source), load_external_data=False)
+    initializers = {t.name: t for t in graph.graph.initializer}
+    tensors = list(smoothable(graph, lambda node: is_product(node, initializers)))
+    if not tensors:
+        return {}
+    embeddings = calibration_embeddings(root, manifest, precision, overrides)
+    return peaks(source, tensors, embeddings, manifest.model.head_dim, work)
