@@ -291,15 +291,15 @@ class Request:
         given.setdefault("normalize_text", normalize_text)
         return cls(**given, settings=settings, normalizer=normalizer)
 
-    def with_prompt(self, voice_prompt) -> Request:
-        """This request with its reference replaced by ``voice_prompt`` (already encoded): the
-        rest as checked and read already (its text is not read again)."""
+    def with_prompt(self, voice_prompt, duration: float | None = None) -> Request:
+        """This request with its reference replaced by ``voice_prompt`` (already encoded) and,
+        given, its ``duration`` (seconds): the rest as checked and read already (its text is not
+        read again)."""
         request = copy.copy(self)
-        for name, value in (
-            ("ref_audio", None),
-            ("ref_text", None),
-            ("voice_prompt", voice_prompt),
-        ):
+        changes = [("ref_audio", None), ("ref_text", None), ("voice_prompt", voice_prompt)]
+        if duration is not None:
+            changes.append(("duration", min(max(duration, 0.04), MAX_DURATION_S)))
+        for name, value in changes:
             object.__setattr__(request, name, value)
         return request
 

@@ -8,7 +8,8 @@ the server's one line with the other doors, under the same limits, preset and de
 - ``synthesize`` -> ``audio-start``, ``audio-chunk``..., ``audio-stop``: 16-bit mono PCM at 24 kHz,
   sentence by sentence as they are made;
 - streamed text (``synthesize-start``, ``synthesize-chunk``..., ``synthesize-stop``): each sentence
-  is spoken as soon as it is complete, the later ones in the first one's voice; then
+  is spoken as soon as it is complete, the later ones in the first one's voice (each as long as
+  it would be alone, not at the first one's pace); then
   ``synthesize-stopped``. The ``synthesize`` sent inside a stream (for older servers) is ignored;
 - bad input: an ``error`` event with a code and the runtime's one-line message; the connection
   stays usable (except after a frame that cannot be read: then it is closed). A client that goes
@@ -57,7 +58,13 @@ from omnivoice_rt.limits import (
     WYOMING_IDLE_S,
 )
 from omnivoice_rt.request import DOOR_NORMALIZE_TEXT, DOOR_PRESET, Request, check_text
-from omnivoice_rt.text import LANG_IDS, TAG_ALIASES, complete_sentences, resolve_language
+from omnivoice_rt.text import (
+    LANG_IDS,
+    TAG_ALIASES,
+    complete_sentences,
+    estimate_frames,
+    resolve_language,
+)
 from omnivoice_rt.voice_prompt import VoicePrompt
 from space.connections import closed_connection, refused_connection
 from space.serving import Service, resolve_seed
@@ -422,7 +429,9 @@ class Connection(AsyncEventHandler):
                 text=first.metadata["text"],
                 rms=float(np.sqrt(np.mean(np.square(first.waveform)))),
             )
-            stream["voice"] = {**stream["voice"], "voice_prompt": prompt}
+            models = self.door.service.models
+            frame_rate = models.loaded[models.default].frame_rate
+            stream["voice"] = {**stream["voice"], "voice_prompt": prompt, "frame_rate": frame_rate}
 
     async def speak(self, text: str, voice: dict, seed: int):
         """audio-start, the audio as it is made, audio-stop; returns the first piece."""
@@ -488,8 +497,12 @@ def build_request(text: str, voice: dict, seed: int, normalizer=None) -> Request
     if isinstance(prompt, str):
         options["voice_prompt"] = prompt
     request = Request.from_options(options, DOOR_PRESET, normalizer=normalizer)
-    if isinstance(prompt, VoicePrompt):
-        request = request.with_prompt(prompt)
+    if isinstance(prompt, VoicePrompt):  # a stream's first sentence
+        # Its length was upstream's estimate for it alone, which stretches a short sentence (under
+        # 2 s); cloned, its pace would stretch every later one ("Good evening." made the next
+        # sentence 1.8x as long). So each later one keeps the length it would have alone.
+        frames = estimate_frames(request.spoken_text, None, None)
+        request = request.with_prompt(prompt, duration=frames / voice["frame_rate"])
     return request
 
 

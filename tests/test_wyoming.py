@@ -516,3 +516,38 @@ def test_the_page_api_and_mcp_save_list_and_clone_library_voices(
             return await describe(wyoming)
 
     assert "page-voice" in {voice.name for voice in asyncio.run(described()).tts[0].voices}
+
+
+def test_a_short_first_sentence_does_not_set_the_pace_of_the_rest(server, runtime):
+    """The later sentences of a stream take the first one's voice (its codes as the reference) but
+    each keeps the length it would have alone: upstream stretches a short text, and cloned, "Hi."
+    would stretch the next sentence too. The door's audio equals the runtime's for exactly that."""
+    _, port, _ = server
+    second = "The kitchen lights are on, and the front door is locked for the night."
+
+    async def run():
+        async with AsyncTcpClient("127.0.0.1", port) as client:
+            start = SynthesizeStart().event()
+            start.data["seed"] = 4
+            await client.write_event(start)
+            await client.write_event(SynthesizeChunk(f"Hi. {second}").event())
+            await client.write_event(SynthesizeStop().event())
+            return await answer(client, until="synthesize-stopped")
+
+    types, audio = asyncio.run(run())
+    assert types.count("audio-start") == 2 and types[-1] == "synthesize-stopped"
+    request = Request.from_options({"text": "Hi.", "seed": 4, "normalize_text": True}, DOOR_PRESET)
+    first = next(runtime.stream(request, sentences=True))
+    prompt = VoicePrompt(
+        codes=first.codes[0],
+        text=first.metadata["text"],
+        rms=float(np.sqrt(np.mean(np.square(first.waveform)))),
+    )
+    alone = runtime.generate(second, seed=4, preset=DOOR_PRESET)
+    paced = expected(
+        runtime, second, 4, prompt=prompt, duration=alone.metadata["frames"] / runtime.frame_rate
+    )
+    samples = np.frombuffer(audio, np.int16)
+    np.testing.assert_array_equal(samples[-len(paced) :], paced)
+    cloned_at_its_pace = expected(runtime, second, 4, prompt=prompt)
+    assert len(cloned_at_its_pace) > 1.2 * len(paced)  # what the fix is for
