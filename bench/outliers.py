@@ -38,8 +38,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from bench.benchmark import machine  # noqa: E402
-
-NORMS = ("SimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization")
+from omnivoice_rt.smooth import NORMS, norm_weight  # noqa: E402
 
 
 def with_channel_outliers(
@@ -70,7 +69,7 @@ def with_channel_outliers(
     picked = np.random.default_rng(0).choice(hidden, channels, replace=False)
     for node in model.graph.node:
         if node.op_type in NORMS:
-            weight = initializers[node.input[2 if node.op_type.startswith("Skip") else 1]]
+            weight = initializers[norm_weight(node)]
             values = numpy_helper.to_array(weight).copy()
             if values.shape != (hidden,):  # the per-head q and k norms
                 continue

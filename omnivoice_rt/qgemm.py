@@ -401,4 +401,4 @@ def calibrate(
     if not tensors:
         return {}
     embeddings = calibration_embeddings(root, manifest, precision, overrides)
-    return peaks(source, tensors, embeddings, manifest.model.head_dim, work)
+    return peaks(source, graph, tensors, embeddings, manifest.model.head_dim, work)

@@ -298,7 +298,7 @@ class Request:
         request = copy.copy(self)
         changes = [("ref_audio", None), ("ref_text", None), ("voice_prompt", voice_prompt)]
         if duration is not None:
-            changes.append(("duration", min(max(duration, 0.04), MAX_DURATION_S)))
+            changes.append(("duration", min(duration, MAX_DURATION_S)))
         for name, value in changes:
             object.__setattr__(request, name, value)
         return request

@@ -39,6 +39,11 @@ CALIBRATION = [
 TARGET_FRAMES = 60
 
 
+def norm_weight(node) -> str:
+    """The name of an RMSNorm node's (``NORMS``) weight input."""
+    return node.input[2 if node.op_type == "SkipSimplifiedLayerNormalization" else 1]
+
+
 def smoothable(model, is_product) -> dict[str, tuple[str, list]]:
     """``{tensor: (norm weight, products)}``: every RMSNorm output whose readers are all products
     to be rewritten (``is_product(node)``), with the norm's own weight initializer (shared with
@@ -52,7 +57,7 @@ def smoothable(model, is_product) -> dict[str, tuple[str, list]]:
     for node in model.graph.node:
         if node.op_type not in NORMS or not node.output:
             continue
-        weight = node.input[2 if node.op_type.startswith("Skip") else 1]
+        weight = norm_weight(node)
         out = node.output[0]
         users = readers.get(out, [])
         if (
@@ -108,18 +113,20 @@ def calibration_embeddings(root: Path, manifest, precision: str, overrides: dict
     return embeddings
 
 
-def peaks(source: Path, tensors: list[str], embeddings: list, head_dim: int, work: Path) -> dict:
+def peaks(
+    source: Path, model, tensors: list[str], embeddings: list, head_dim: int, work: Path
+) -> dict:
     """``{tensor: max |x_j| per channel}`` of the graph ``source``'s ``tensors`` over every token of
-    ``embeddings`` (the LLM's inputs): a copy of the graph with them as outputs, in the folder
-    ``work`` beside its weights (hard links where the file system allows, else copies: ONNX Runtime
-    reads no weights through a link out of the graph's folder), removed afterwards."""
+    ``embeddings`` (the LLM's inputs): ``model`` (``source`` read without its weights; it gains
+    them as outputs) saved in the folder ``work`` beside its weights (hard links where the file
+    system allows, else copies: ONNX Runtime reads no weights through a link out of the graph's
+    folder), removed afterwards."""
     import onnx
     import onnxruntime as ort
     from onnx import helper
 
     from omnivoice_rt.bidirectional import llm_feeds
 
-    model = onnx.load(str(source), load_external_data=False)
     embeds = next(i for i in model.graph.input if i.name == "inputs_embeds")
     kind = embeds.type.tensor_type.elem_type  # the norms' outputs are of the activations' type
     for name in tensors:

@@ -502,7 +502,9 @@ def build_request(text: str, voice: dict, seed: int, normalizer=None) -> Request
         # 2 s); cloned, its pace would stretch every later one ("Good evening." made the next
         # sentence 1.8x as long). So each later one keeps the length it would have alone.
         frames = estimate_frames(request.spoken_text, None, None)
-        request = request.with_prompt(prompt, duration=frames / voice["frame_rate"])
+        # half a frame over: the plan takes int(duration * frame_rate) frames, and frames /
+        # frame_rate * frame_rate can fall a hair short of frames (29 frames at 25 Hz gave 28)
+        request = request.with_prompt(prompt, duration=(frames + 0.5) / voice["frame_rate"])
     return request
 
 

@@ -551,3 +551,17 @@ def test_a_short_first_sentence_does_not_set_the_pace_of_the_rest(server, runtim
     np.testing.assert_array_equal(samples[-len(paced) :], paced)
     cloned_at_its_pace = expected(runtime, second, 4, prompt=prompt)
     assert len(cloned_at_its_pace) > 1.2 * len(paced)  # what the fix is for
+
+
+def test_a_later_sentence_is_planned_exactly_as_many_frames_as_it_would_have_alone():
+    """The duration the door gives a stream's later sentence becomes, through the plan's
+    int(duration * frame_rate), exactly the frames upstream's estimate gives that sentence alone
+    (frames / frame_rate alone falls a frame short for some counts: 29 at 25 Hz gave 28)."""
+    from omnivoice_rt.text import estimate_frames
+    from space.wyoming_door import build_request
+
+    first = VoicePrompt(codes=np.zeros((8, 10), dtype=np.int64), text="Hi.", rms=0.1)
+    for words in range(1, 80):
+        text = " ".join(["word"] * words) + "."
+        request = build_request(text, {"voice_prompt": first, "frame_rate": 25.0}, 0)
+        assert int(request.duration * 25.0) == estimate_frames(text, None, None), text
