@@ -10,9 +10,9 @@ door, and asyncio then logged a traceback per failed accept (112 MB of log in 25
   a request's headers must all arrive within ``header_timeout`` seconds of the connection, or of
   the previous answer (uvicorn closes keep-alive connections idle for 5 s itself);
 - Wyoming: its door counts its connections and closes idle ones (``space/wyoming_door.py``);
-- :class:`OncePerMinute` (a logging filter): a record about running out of file descriptors, or
-  about a refused connection, is logged without its traceback, once a minute per kind, with the
-  number left out since.
+- :class:`OncePerMinute` (a logging filter): a record about running out of file descriptors (and
+  asyncio's retries of an accept it caused), or about a refused connection, is logged without
+  its traceback, once a minute per kind, with the number left out since.
 """
 
 from __future__ import annotations
@@ -155,6 +155,10 @@ class OncePerMinute(logging.Filter):
         message = record.getMessage()
         if "Too many open files" in message or "out of system resource" in message:
             return f"{record.name}:resources"
+        if isinstance(error, ValueError) and "_start_serving" in message:
+            # asyncio's accept loop, out of descriptors, retries a second later; a retry that
+            # finds its server closed meanwhile (the server stopping) fails on descriptor -1
+            return f"{record.name}:accept retry"
         if record.name == __name__:  # a connection refused or closed: per door and reason
             return f"{record.name}:{message.split(':')[0]}:{record.msg}"
         return None
