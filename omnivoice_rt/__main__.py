@@ -215,8 +215,10 @@ def request_flags(parser) -> None:
 
 
 def parse_args(argv):
+    installed = Path(sys.argv[0]).name == "omnivoice-onnx"  # the console script
     parser = argparse.ArgumentParser(
-        prog="python -m omnivoice_rt", description="OmniVoice on ONNX Runtime"
+        prog="omnivoice-onnx" if installed else "python -m omnivoice_rt",
+        description="OmniVoice on ONNX Runtime",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 

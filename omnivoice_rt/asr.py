@@ -75,7 +75,8 @@ class Transcriber:
             import onnx_asr
         except ImportError as exc:
             raise ArtifactError(
-                "transcription needs onnx-asr: pip install -r requirements.txt"
+                "transcribing the reference needs the 'asr' extra: pip install "
+                "'omnivoice-onnx[asr]' (or pass ref_text, what the reference says)"
             ) from exc
         source = source or asr_source()
         if str(source).lower() == "none":

@@ -29,7 +29,7 @@ def ray_results(
         import ray
         from ray.util import ActorPool
     except ImportError as exc:
-        raise ValueError("--ray needs Ray: pip install 'ray>=2.40'") from exc
+        raise ValueError("--ray needs Ray: pip install 'omnivoice-onnx[ray]'") from exc
     import omnivoice_rt
 
     source = str(Path(source).resolve()) if source and Path(source).is_dir() else source

@@ -322,13 +322,19 @@ def build_locally(checkpoint: str, precision: str, output: Path | None = None) -
     if missing:
         raise ArtifactError(
             f"building from {checkpoint} needs the build requirements ({', '.join(missing)} missing): "
-            "pip install -r requirements-dev.txt, or unset OMNIVOICE_BUILD_FROM to download prebuilt artifacts"
+            "pip install 'omnivoice-onnx[build]' (or -r requirements-dev.txt), or unset "
+            "OMNIVOICE_BUILD_FROM to download prebuilt artifacts"
         )
-    script = Path(__file__).resolve().parents[1] / "build_artifacts.py"
-    if not script.is_file():
+    builder = importlib.util.find_spec("omnivoice_build")
+    if builder is None or builder.origin is None:
         raise ArtifactError(
-            "build_artifacts.py is not next to omnivoice_rt; run from a checkout of this project"
+            "building needs omnivoice_build: pip install 'omnivoice-onnx[build]', or run from a "
+            "checkout of this project"
         )
+    # the folder holding omnivoice_build, for the child wherever this process was started from
+    path = os.pathsep.join(
+        filter(None, [str(Path(builder.origin).parents[1]), os.environ.get("PYTHONPATH")])
+    )
     from huggingface_hub.constants import HF_HOME
 
     name = re.sub(r"[^\w.-]+", "_", checkpoint.strip("/"))[-80:]
@@ -342,7 +348,8 @@ def build_locally(checkpoint: str, precision: str, output: Path | None = None) -
     logger.info("building the %s artifacts from %s into %s", precision, checkpoint, output)
     cmd = [
         sys.executable,
-        str(script),
+        "-m",
+        "omnivoice_build.artifacts",
         "--model",
         checkpoint,
         "--output",
@@ -351,7 +358,9 @@ def build_locally(checkpoint: str, precision: str, output: Path | None = None) -
         device,
         "--include-higgs",
     ]
-    result = subprocess.run(cmd, capture_output=True, text=True)
+    result = subprocess.run(
+        cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path}
+    )
     if result.returncode != 0:
         raise ArtifactError(
             f"building from {checkpoint} failed: {result.stderr.strip().splitlines()[-1:]}"

@@ -23,7 +23,7 @@ test_normalize.py compares it with upstream's function) with a smaller install:
   the piece), cut where the FSTs end a token anyway (after a sentence's end, see ``pieces``).
   Between pieces it stops when ``should_stop()`` says the client left (``Cancelled``), or as
   soon as the words so far pass ``max_chars`` (then no request could take them); ``run`` reads
-  one piece elsewhere (a server's worker process, ``space/normalizing.py``).
+  one piece elsewhere (a server's worker process, ``omnivoice_rt/server/normalizing.py``).
 - A text of one piece (up to 200 characters) reads exactly as upstream. A longer one reads as
   upstream reads each piece alone, which is upstream's reading of the whole text except where
   the FSTs' shortest path through a long text settles otherwise: seen in 2 of about 60 texts
@@ -88,7 +88,9 @@ FSTS = {
         _ZH_ORDERS,
     ),
 }
-INSTALL_HINT = "pip install kaldifst num2words (both are in requirements.txt)"
+INSTALL_HINT = (
+    "pip install kaldifst num2words (dependencies of omnivoice-onnx; in requirements.txt)"
+)
 
 # upstream's protected spans: any [...] (non-verbal tags, CMU overrides); pinyin + tone digit
 _BRACKET_TAG_RE = re.compile(r"\[[^\[\]]*\]")

@@ -200,7 +200,7 @@ class Request:
     ``ref_audio`` may be a path, bytes or (samples, sample_rate); ``voice_prompt`` a path or a
     :class:`~omnivoice_rt.voice_prompt.VoicePrompt`. ``normalizer(text, language)`` reads the
     numbers as words when ``normalize_text`` (None: ``normalize.normalize_text`` in this thread,
-    bounded by ``MAX_TEXT_CHARS``; a server passes its worker's, ``space/normalizing.py``)."""
+    bounded by ``MAX_TEXT_CHARS``; a server passes its worker's, ``omnivoice_rt/server/normalizing.py``)."""
 
     text: str
     language: str | None = None

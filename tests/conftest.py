@@ -20,7 +20,7 @@ os.environ.setdefault("OMNIVOICE_MATMUL", "fp32")
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import build_artifacts  # noqa: E402
+from omnivoice_build import artifacts as build_artifacts  # noqa: E402
 from omnivoice_build.fixtures import make_checkpoint  # noqa: E402
 
 
@@ -71,9 +71,16 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_app(args: list[str], log_path: Path, prefix: tuple[str, ...] = (), **env: str):
-    """``python app.py ARGS`` as a real server on a free port of 127.0.0.1 (run by ``prefix``,
-    such as ``prlimit --nofile=1024``, where given); yields its URL."""
+def running_app(
+    args: list[str],
+    log_path: Path,
+    prefix: tuple[str, ...] = (),
+    command: tuple[str, ...] = (),
+    **env: str,
+):
+    """``python app.py ARGS`` (or ``command``, such as an installed ``omnivoice-onnx-server``) as a
+    real server on a free port of 127.0.0.1 (run by ``prefix``, such as ``prlimit --nofile=1024``,
+    where given); yields its URL."""
     import os
     import subprocess
     import time
@@ -84,7 +91,13 @@ def running_app(args: list[str], log_path: Path, prefix: tuple[str, ...] = (), *
     environment.pop("OMNIVOICE_ARTIFACTS", None)
     with open(log_path, "w") as log:
         process = subprocess.Popen(
-            [*prefix, sys.executable, str(ROOT / "app.py"), *args, "--port", str(port)],
+            [
+                *prefix,
+                *(command or (sys.executable, str(ROOT / "app.py"))),
+                *args,
+                "--port",
+                str(port),
+            ],
             cwd=ROOT,
             env=environment,
             stdout=log,

@@ -199,9 +199,9 @@ def test_errors_are_clear_and_the_server_keeps_serving(client, tmp_path):
 
 
 def test_precision_line_tells_what_is_on_disk(cpu_artifacts, published_int4, tmp_path):
-    from app import precision_line
-    from space.models import availability
-    from space.serving import Config, Service
+    from omnivoice_rt.server.models import availability
+    from omnivoice_rt.server.page import precision_line
+    from omnivoice_rt.server.serving import Config, Service
 
     service = Service(Config(str(cpu_artifacts), "int4"))
     line = precision_line(service, "fp16")

@@ -393,7 +393,7 @@ def test_accept_retries_that_outlive_their_server_are_one_line():
     import logging
     import sys
 
-    from space.connections import OncePerMinute
+    from omnivoice_rt.server.connections import OncePerMinute
 
     def record():
         try:

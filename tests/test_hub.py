@@ -253,7 +253,7 @@ def test_build_from_without_the_build_requirements_says_what_to_install(tmp_path
         in result.stdout
     )
     assert (
-        "pip install -r requirements-dev.txt" in result.stdout
+        "pip install 'omnivoice-onnx[build]'" in result.stdout
         and "unset OMNIVOICE_BUILD_FROM" in result.stdout
     )
 

@@ -176,7 +176,7 @@ def test_reading_stops_between_pieces_when_asked_or_past_the_limit():
 
 
 def test_the_servers_worker_reads_as_this_process_and_comes_back_if_killed():
-    from space.normalizing import TextReader
+    from omnivoice_rt.server.normalizing import TextReader
 
     reader = TextReader(max_waiting=4)
     try:
@@ -234,8 +234,8 @@ def test_a_missing_package_is_named():
     ).stdout.splitlines()
     assert out == [
         "See you at fünf.",
-        "text normalization needs kaldifst: pip install kaldifst num2words (both are in "
-        "requirements.txt)",
+        "text normalization needs kaldifst: pip install kaldifst num2words (dependencies of "
+        "omnivoice-onnx; in requirements.txt)",
     ]
 
 

@@ -21,8 +21,8 @@ from gradio_client import Client
 
 from omnivoice_rt.errors import Busy
 from omnivoice_rt.model import PRESETS, OmniVoiceONNX, Speech
-from space.line import Line
-from space.openai_api import OPENAI_VOICES
+from omnivoice_rt.server.line import Line
+from omnivoice_rt.server.openai_api import OPENAI_VOICES
 from tests.conftest import in_arrival_order, running_app, save_narrator
 
 KEY = "sk-test-omnivoice"

@@ -193,7 +193,7 @@ def test_pickled_voice_prompt_is_refused(client, tmp_path):
 
 def test_a_broken_artifact_is_reported_and_the_app_recovers(cpu_artifacts, tmp_path):
     """A precision whose file goes missing fails with a message; it loads once the file is back."""
-    from space.serving import Config, Service
+    from omnivoice_rt.server.serving import Config, Service
 
     folder = tmp_path / "artifacts"
     shutil.copytree(cpu_artifacts, folder)

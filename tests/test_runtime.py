@@ -353,7 +353,7 @@ def test_local_causal_llm_is_repaired_into_the_cache_and_never_loaded_as_is(
 
     import huggingface_hub.constants
 
-    import build_artifacts
+    from omnivoice_build import artifacts as build_artifacts
     from omnivoice_rt.sessions import load_graphs
     from tests.conftest import is_causal, make_causal
 

@@ -516,7 +516,7 @@ def test_a_normal_stop_leaves_no_upload_folder(cpu_artifacts, tmp_path):
 def test_a_named_upload_folder_is_pruned_of_what_refused_uploads_leave(tmp_path, monkeypatch):
     """Only what Gradio names: its temporary uploads and hash folders; another program's empty
     files and folders in a shared folder stay."""
-    from space.gradio_guard import prune_uploads
+    from omnivoice_rt.server.gradio_guard import prune_uploads
 
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path))
     hashed = "0123456789abcdef" * 4
@@ -536,7 +536,7 @@ def test_a_named_upload_folder_is_pruned_of_what_refused_uploads_leave(tmp_path,
 def test_the_server_will_not_start_if_gradio_would_copy_any_file():
     import gradio as gr
 
-    from space.gradio_guard import check_file_guard
+    from omnivoice_rt.server.gradio_guard import check_file_guard
 
     with gr.Blocks() as demo:
         gr.Textbox()
@@ -550,7 +550,7 @@ def test_a_request_that_leaves_the_line_hands_nothing_to_nobody():
     """The line itself: a waiter whose client left raises Cancelled and drops out; one that leaves
     as the slot is handed to it passes the slot on; the rest are served in order."""
     from omnivoice_rt.errors import Cancelled
-    from space.line import Line
+    from omnivoice_rt.server.line import Line
 
     line = Line(slots=1, max_waiting=5)
     gone = {"a": threading.Event(), "b": threading.Event(), "c": threading.Event()}

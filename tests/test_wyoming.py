@@ -21,8 +21,8 @@ from omnivoice_build.equivalence import write_reference
 from omnivoice_rt.formats import pcm16
 from omnivoice_rt.model import OmniVoiceONNX
 from omnivoice_rt.request import DOOR_PRESET, Request
+from omnivoice_rt.server.voices import DESIGNED_VOICES
 from omnivoice_rt.voice_prompt import VoicePrompt
-from space.voices import DESIGNED_VOICES
 from tests.conftest import free_port, in_arrival_order, running_app, save_narrator
 
 KEY = "sk-test-wyoming"
@@ -557,8 +557,8 @@ def test_a_later_sentence_is_planned_exactly_as_many_frames_as_it_would_have_alo
     """The duration the door gives a stream's later sentence becomes, through the plan's
     int(duration * frame_rate), exactly the frames upstream's estimate gives that sentence alone
     (frames / frame_rate alone falls a frame short for some counts: 29 at 25 Hz gave 28)."""
+    from omnivoice_rt.server.wyoming_door import build_request
     from omnivoice_rt.text import estimate_frames
-    from space.wyoming_door import build_request
 
     first = VoicePrompt(codes=np.zeros((8, 10), dtype=np.int64), text="Hi.", rms=0.1)
     for words in range(1, 80):

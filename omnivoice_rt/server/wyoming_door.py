@@ -58,6 +58,9 @@ from omnivoice_rt.limits import (
     WYOMING_IDLE_S,
 )
 from omnivoice_rt.request import DOOR_NORMALIZE_TEXT, DOOR_PRESET, Request, check_text
+from omnivoice_rt.server.connections import closed_connection, refused_connection
+from omnivoice_rt.server.serving import Service, resolve_seed
+from omnivoice_rt.server.voices import VoiceLibrary
 from omnivoice_rt.text import (
     LANG_IDS,
     TAG_ALIASES,
@@ -66,9 +69,6 @@ from omnivoice_rt.text import (
     resolve_language,
 )
 from omnivoice_rt.voice_prompt import VoicePrompt
-from space.connections import closed_connection, refused_connection
-from space.serving import Service, resolve_seed
-from space.voices import VoiceLibrary
 
 logger = logging.getLogger(__name__)
 

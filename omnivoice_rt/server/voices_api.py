@@ -21,8 +21,8 @@ from fastapi import APIRouter, Request
 from starlette.requests import ClientDisconnect
 
 from omnivoice_rt.limits import MAX_TRANSCRIPT_CHARS, UPLOAD_TIMEOUT_S
+from omnivoice_rt.server.voices import VoiceEntry, VoiceNameError
 from omnivoice_rt.voice_prompt import VoicePrompt
-from space.voices import VoiceEntry, VoiceNameError
 
 MAX_VOICE_UPLOAD = 20 << 20  # a recording of a voice: the page's upload limit (limits.MAX_UPLOAD)
 FORM_FIELDS = ("name", "language", "instruct", "transcript", "audio", "prompt")
@@ -34,7 +34,7 @@ def listed(entry: VoiceEntry) -> dict:
 
 def voice_routes(door) -> APIRouter:
     """The routes over an ``OpenAIDoor`` (its service, library, key and threads)."""
-    from space.openai_api import ApiError, api_error
+    from omnivoice_rt.server.openai_api import ApiError, api_error
 
     library, service = door.library, door.service
     router = APIRouter(prefix="/v1")

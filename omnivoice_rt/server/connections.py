@@ -9,7 +9,7 @@ door, and asyncio then logged a traceback per failed accept (112 MB of log in 25
   ``max_connections`` open at once, a newcomer past them answered ``503`` and closed at once;
   a request's headers must all arrive within ``header_timeout`` seconds of the connection, or of
   the previous answer (uvicorn closes keep-alive connections idle for 5 s itself);
-- Wyoming: its door counts its connections and closes idle ones (``space/wyoming_door.py``);
+- Wyoming: its door counts its connections and closes idle ones (``omnivoice_rt/server/wyoming_door.py``);
 - :class:`OncePerMinute` (a logging filter): a record about running out of file descriptors (and
   asyncio's retries of an accept it caused), or about a refused connection, is logged without
   its traceback, once a minute per kind, with the number left out since.

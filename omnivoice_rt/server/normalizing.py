@@ -7,7 +7,7 @@ worker process (this file, run as a script; started at the first need):
 
 - the server's threads wait on a pipe, without the lock, so every door keeps answering;
 - a request's text goes over in pieces (``normalize.pieces``), each a turn in a line of its own
-  (``space/line.py``: first come, first served; ``max_waiting`` waiting, more are ``Busy``), so
+  (``omnivoice_rt/server/line.py``: first come, first served; ``max_waiting`` waiting, more are ``Busy``), so
   a long text does not hold up a short one by more than a piece; a client that leaves stops its
   reading before its next piece, and a text whose words pass the request's limit stops there;
 - the worker gives its memory back after every piece (``malloc_trim``) and is started again if
@@ -34,14 +34,14 @@ from pathlib import Path
 from omnivoice_rt import normalize
 from omnivoice_rt.errors import SynthesisError
 from omnivoice_rt.limits import MAX_TEXT_CHARS
-from space.line import Line
-from space.memory import release_memory
+from omnivoice_rt.server.line import Line
+from omnivoice_rt.server.memory import release_memory
 
 logger = logging.getLogger(__name__)
 
 CACHE_SIZE = 32  # texts whose words are kept (a text is at most 10,000 characters)
 PIECE_TIMEOUT_S = 30.0  # a piece takes at most about a second: past this the worker is stuck
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the folder holding the omnivoice_rt package
 
 
 class TextReader:
@@ -114,7 +114,7 @@ class TextReader:
         if self._process is None or self._process.poll() is not None:
             environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
             self._process = subprocess.Popen(
-                [sys.executable, "-u", __file__],
+                [sys.executable, "-u", "-m", __name__],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,

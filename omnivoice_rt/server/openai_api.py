@@ -43,9 +43,9 @@ from omnivoice_rt.request import (
     check_text,
 )
 from omnivoice_rt.request import Request as SynthesisRequest
+from omnivoice_rt.server.serving import Service, resolve_seed
+from omnivoice_rt.server.voices import AUTO_VOICE, DESIGNED_VOICES, VoiceLibrary
 from omnivoice_rt.text import quoted, resolve_instruct, resolve_language
-from space.serving import Service, resolve_seed
-from space.voices import AUTO_VOICE, DESIGNED_VOICES, VoiceLibrary
 
 logger = logging.getLogger(__name__)
 
@@ -338,7 +338,7 @@ class OpenAIDoor:
         return router
 
     def install(self, app: FastAPI) -> None:
-        from space.voices_api import voice_routes
+        from omnivoice_rt.server.voices_api import voice_routes
 
         app.include_router(self.router())
         app.include_router(voice_routes(self))

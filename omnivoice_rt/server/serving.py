@@ -1,5 +1,5 @@
 """What every door of the server shares, one object (:class:`Service`) holding the models
-(``space/models.py``), the line of requests (``space/line.py``), the voice-prompt cache and the
+(``omnivoice_rt/server/models.py``), the line of requests (``omnivoice_rt/server/line.py``), the voice-prompt cache and the
 speech recogniser, and the doors' defaults. The doors (the Gradio page and API, MCP, the
 OpenAI-compatible endpoint) only translate requests and errors; the work and its limits are here.
 
@@ -33,11 +33,11 @@ from omnivoice_rt.request import (
     GenerationSettings,
     Request,
 )
+from omnivoice_rt.server.line import Line
+from omnivoice_rt.server.memory import release_memory
+from omnivoice_rt.server.models import Models, Recogniser
+from omnivoice_rt.server.normalizing import TextReader
 from omnivoice_rt.voice_prompt import VoicePrompt
-from space.line import Line
-from space.memory import release_memory
-from space.models import Models, Recogniser
-from space.normalizing import TextReader
 
 logger = logging.getLogger(__name__)
 

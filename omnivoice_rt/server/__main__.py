@@ -1,0 +1,30 @@
+"""``omnivoice-onnx-server`` and ``python -m omnivoice_rt.server``: the server's command line
+(``main.py``), or one line naming the extra to install where the server's packages are missing."""
+
+from __future__ import annotations
+
+import sys
+
+# The top-level packages of the ``server`` extra (pyproject.toml) and of Gradio's own stack.
+SERVER_PACKAGES = {"gradio", "fastapi", "starlette", "uvicorn", "wyoming", "zeroconf"}
+HINT = "pip install 'omnivoice-onnx[server]'"
+
+
+def run(argv: list[str] | None = None) -> int:
+    try:
+        from omnivoice_rt.server.main import main
+
+        return main(argv)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in SERVER_PACKAGES:
+            raise
+        print(
+            f"omnivoice-onnx-server: the server needs the 'server' extra ({exc.name} is not "
+            f"installed): {HINT}",
+            file=sys.stderr,
+        )
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(run())

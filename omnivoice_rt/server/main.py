@@ -1,0 +1,287 @@
+"""The server: one process, every door on one line.
+
+    omnivoice-onnx-server [--artifacts FOLDER_OR_HUB_REPO] [--precision int4] [--port 7860]
+        [--voices DIR] [--mcp] [--wyoming tcp://HOST:PORT]
+
+(also ``python -m omnivoice_rt.server`` and, on a Hugging Face Space, ``python app.py``). The Gradio
+page and its API at ``/`` (``page.py``), the OpenAI-compatible door under ``/v1``
+(``openai_api.py``), MCP at ``/gradio_api/mcp``, Wyoming for Home Assistant
+(``wyoming_door.py``), ``/health``; every door shares ``serving.py``'s ``Service``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+
+import gradio as gr
+
+from omnivoice_rt.limits import (
+    HEADER_TIMEOUT_S,
+    MAX_HTTP_CONNECTIONS,
+    MAX_UPLOAD,
+    MAX_WAITING,
+    MAX_WYOMING_CONNECTIONS,
+    WYOMING_IDLE_S,
+)
+from omnivoice_rt.profiles import PROFILES
+from omnivoice_rt.server import connections, gradio_guard
+from omnivoice_rt.server.models import offered_precisions
+from omnivoice_rt.server.page import PAGE_CSS, build_demo
+from omnivoice_rt.server.serving import DEFAULTS, Config, Service
+from omnivoice_rt.server.voices import VoiceLibrary
+
+logger = logging.getLogger(__name__)
+
+
+def build_server(
+    config: Config,
+    voice_dir: str | None = None,
+    api_key: str | None = None,
+    mcp: bool = False,
+    local_url: str = "http://127.0.0.1:7860/",
+    voices_writable: bool = False,
+    wyoming: str | None = None,
+    wyoming_zeroconf: str | None = None,
+    wyoming_limits: tuple[int, float] = (MAX_WYOMING_CONNECTIONS, WYOMING_IDLE_S),
+):
+    """One FastAPI app for every door: the OpenAI-compatible routes under /v1, the Gradio page and
+    its API at /, and, with ``mcp``, Gradio's MCP server at /gradio_api/mcp (which calls the page's
+    API at ``local_url``); with ``wyoming`` (a tcp:// address), the Wyoming door for Home Assistant
+    (``wyoming_limits``: its connections at once, its idle timeout in seconds). One ``Service``:
+    one line of requests, one set of loaded models and caches; one voice library (``voice_dir``,
+    written to with ``voices_writable``)."""
+    from fastapi import FastAPI
+
+    from omnivoice_rt.server.openai_api import OpenAIDoor
+
+    service = Service(config, offered_precisions(config.source))
+    if DEFAULTS["normalize_text"]:  # so that the first request does not wait for the normalizers
+        threading.Thread(
+            target=service.reader.preload, name="normalize-preload", daemon=True
+        ).start()
+    # No generated docs: the OpenAI door's contract is OpenAI's, the page documents its own API.
+    server = FastAPI(title="OmniVoice ONNX", docs_url=None, redoc_url=None, openapi_url=None)
+    server.add_middleware(gradio_guard.QuietDisconnects)
+    server.add_middleware(gradio_guard.NoFileProxy)
+    library = VoiceLibrary(voice_dir, voices_writable)
+    OpenAIDoor(service, library, api_key).install(server)
+    if wyoming:
+        from omnivoice_rt.server.wyoming_door import WyomingDoor
+
+        WyomingDoor(service, library, wyoming, wyoming_zeroconf, *wyoming_limits).start()
+    # For load balancers and monitors: the line's state, open like the page.
+    server.add_api_route("/health", service.health, methods=["GET"])
+    demo = build_demo(config, service, library, keyed=bool(api_key))
+    # Gradio's queue lets requests through to the one line (which turns away the surplus), with
+    # room beside it for requests that are downloading or loading another precision.
+    workers = config.concurrency + len(PROFILES)
+    demo.queue(default_concurrency_limit=workers, max_size=workers + config.max_waiting)
+    server = gr.mount_gradio_app(
+        server,
+        demo,
+        path="/",
+        mcp_server=mcp,
+        max_file_size=MAX_UPLOAD,
+        css=PAGE_CSS,
+        # Only the server's own messages (gr.Error) reach a client, not other exceptions' text.
+        show_error=False,
+        app_kwargs={"docs_url": None, "redoc_url": None, "openapi_url": None},
+    )
+    # Requests name only uploaded files (mounting alone checks none).
+    gradio_guard.guard(demo, local_url)
+    return server
+
+
+def local_url(host: str, port: int) -> str:
+    """Where this process can reach itself: the host it listens on, loopback for all of them."""
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="omnivoice-onnx-server",
+        description="OmniVoice ONNX: the page, the OpenAI-compatible door, MCP and Wyoming",
+    )
+    parser.add_argument(
+        "--artifacts",
+        default=os.environ.get("OMNIVOICE_ARTIFACTS"),
+        help="artifact folder or Hub repo (env OMNIVOICE_ARTIFACTS; default: $OMNIVOICE_REPO "
+        "or onnx-community/OmniVoice-Onnx)",
+    )
+    parser.add_argument(
+        "--precision",
+        choices=list(PROFILES),
+        default=os.environ.get("OMNIVOICE_PRECISION") or None,
+        help="the default precision (default: int4, or fp16 where int4's heads are int4, as in "
+        "the published repo)",
+    )
+    parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
+    parser.add_argument(
+        "--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860"))
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=int(os.environ.get("OMNIVOICE_CONCURRENCY", "1")),
+        help="syntheses at once (default 1: one request uses every core)",
+    )
+    parser.add_argument(
+        "--max-waiting",
+        type=int,
+        default=int(os.environ.get("OMNIVOICE_MAX_WAITING", MAX_WAITING)),
+        help=f"requests waiting in line, all doors together (default {MAX_WAITING}); more get 'busy'",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=int(os.environ.get("OMNIVOICE_MAX_CONNECTIONS", MAX_HTTP_CONNECTIONS)),
+        help=f"HTTP connections open at once (default {MAX_HTTP_CONNECTIONS}); a newcomer past "
+        "them is answered 503 (env OMNIVOICE_MAX_CONNECTIONS)",
+    )
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        default=float(os.environ.get("OMNIVOICE_HEADER_TIMEOUT", HEADER_TIMEOUT_S)),
+        help=f"seconds an HTTP request's headers may take (default {HEADER_TIMEOUT_S:g}); a "
+        "slower connection is closed (env OMNIVOICE_HEADER_TIMEOUT)",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=None, help="ONNX Runtime threads per session"
+    )
+    parser.add_argument(
+        "--asr-model",
+        default=os.environ.get("OMNIVOICE_ASR_MODEL"),
+        help="speech recogniser for references: a Whisper folder or Hub repo (onnx-community "
+        "format; env OMNIVOICE_ASR_MODEL; default onnx-community/whisper-base; 'none': off)",
+    )
+    parser.add_argument(
+        "--voices",
+        default=os.environ.get("OMNIVOICE_VOICES"),
+        help="the voice library: a folder of saved voices (NAME.npz voice prompts, NAME.json "
+        "designs), offered by every door (env OMNIVOICE_VOICES)",
+    )
+    parser.add_argument(
+        "--voices-writable",
+        action="store_true",
+        default=os.environ.get("OMNIVOICE_VOICES_WRITABLE", "").lower() == "true",
+        help="let clients add and remove voices in --voices (POST and DELETE /v1/audio/voices, "
+        "the page's 'Save to the library'; env OMNIVOICE_VOICES_WRITABLE=true)",
+    )
+    parser.add_argument(
+        "--wyoming",
+        default=os.environ.get("OMNIVOICE_WYOMING") or None,
+        metavar="tcp://HOST:PORT",
+        help="also serve the Wyoming protocol (Home Assistant) at this address, in the same line "
+        "(env OMNIVOICE_WYOMING)",
+    )
+    parser.add_argument(
+        "--wyoming-zeroconf",
+        nargs="?",
+        const="omnivoice",
+        default=None,
+        metavar="NAME",
+        help="advertise the Wyoming door over zeroconf (mDNS) so Home Assistant discovers it "
+        "(default name: omnivoice)",
+    )
+    parser.add_argument(
+        "--wyoming-max-connections",
+        type=int,
+        default=int(os.environ.get("OMNIVOICE_WYOMING_MAX_CONNECTIONS", MAX_WYOMING_CONNECTIONS)),
+        help=f"Wyoming connections open at once (default {MAX_WYOMING_CONNECTIONS}); a newcomer "
+        "past them gets a 'busy' error (env OMNIVOICE_WYOMING_MAX_CONNECTIONS)",
+    )
+    parser.add_argument(
+        "--wyoming-idle-timeout",
+        type=float,
+        default=float(os.environ.get("OMNIVOICE_WYOMING_IDLE_TIMEOUT", WYOMING_IDLE_S)),
+        help=f"seconds a Wyoming connection may send nothing while nothing is made for it "
+        f"(default {WYOMING_IDLE_S:g}; env OMNIVOICE_WYOMING_IDLE_TIMEOUT)",
+    )
+    parser.add_argument(
+        "--mcp",
+        action="store_true",
+        default=os.environ.get("GRADIO_MCP_SERVER", "").lower() == "true",
+        help="serve the tools over MCP at /gradio_api/mcp (env GRADIO_MCP_SERVER=true)",
+    )
+    args = parser.parse_args(argv)
+    if not 0 <= args.max_waiting <= 1000 or args.concurrency < 1:
+        parser.error("--max-waiting takes 0 to 1000 requests and --concurrency at least 1")
+    if min(args.max_connections, args.wyoming_max_connections) < 1:
+        parser.error("--max-connections and --wyoming-max-connections take at least 1")
+    if min(args.header_timeout, args.wyoming_idle_timeout) <= 0:
+        parser.error("--header-timeout and --wyoming-idle-timeout take a number of seconds > 0")
+    if args.wyoming_zeroconf and not args.wyoming:
+        parser.error(
+            "--wyoming-zeroconf advertises the Wyoming door: give --wyoming tcp://HOST:PORT"
+        )
+    if args.wyoming:
+        from omnivoice_rt.server.wyoming_door import check_uri
+
+        try:
+            check_uri(args.wyoming, args.wyoming_zeroconf)
+        except ValueError as exc:
+            parser.error(str(exc))
+    if args.voices_writable and not args.voices:
+        parser.error("--voices-writable needs --voices DIR, the folder the library is kept in")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    import uvicorn
+
+    # a line per request (MCP's calls to the page's API, its sessions)
+    for chatty in ("httpx", "mcp"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
+    clean_up = gradio_guard.own_upload_folder()  # before the page is built: Gradio reads it then
+    try:
+        config = Config(
+            args.artifacts,
+            args.precision,
+            args.threads,
+            preload=True,
+            concurrency=args.concurrency,
+            asr_model=args.asr_model,
+            max_waiting=args.max_waiting,
+        )
+        key, loopback = os.environ.get("OMNIVOICE_API_KEY"), local_url(args.host, args.port)
+        try:
+            server = build_server(
+                config,
+                args.voices,
+                key,
+                args.mcp,
+                loopback,
+                args.voices_writable,
+                args.wyoming,
+                args.wyoming_zeroconf,
+                (args.wyoming_max_connections, args.wyoming_idle_timeout),
+            )
+        except (ValueError, FileNotFoundError) as exc:  # a door that cannot open: one line
+            parser.error(str(exc))
+        logger.info(
+            "serving on http://%s:%d (OpenAI-compatible: /v1/audio/speech%s%s)",
+            args.host,
+            args.port,
+            "; MCP: /gradio_api/mcp" if args.mcp else "",
+            f"; Wyoming: {args.wyoming}" if args.wyoming else "",
+        )
+        # uvicorn shuts down gracefully on SIGTERM, then raises it again for the handler it found: this
+        # one exits normally, so the clean-up below and atexit's (the examples' temporary folder) run.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        http = connections.http_protocol(args.max_connections, args.header_timeout)
+        served = uvicorn.Config(
+            server, host=args.host, port=args.port, log_level="warning", http=http
+        )
+        connections.quiet_resource_errors()  # after uvicorn set up its loggers
+        uvicorn.Server(served).run()
+    finally:
+        clean_up()  # after Gradio deleted the files it made
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,874 @@
+"""The Gradio page over ``omnivoice_rt``: its tabs, its handlers and its API.
+
+Tabs for text-to-speech (auto voice and voice design) and voice cloning, a precision selector,
+settings, progress over download and unmasking, audio played as it is made, and stable API
+endpoints for ``gradio_client``: ``/synthesize``, ``/clone``, ``/save_voice_prompt`` and
+``/transcribe`` (also MCP tools with ``--mcp``). ``main.py`` serves the page with the other doors
+from one process; every door shares ``serving.py``'s line.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import inspect
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import gradio as gr
+import numpy as np
+
+from omnivoice_rt.errors import REPORTED, Cancelled
+from omnivoice_rt.formats import pcm16
+from omnivoice_rt.limits import (
+    MAX_STEPS,
+)
+from omnivoice_rt.matmul import KERNELS
+from omnivoice_rt.model import Speech
+from omnivoice_rt.profiles import PROFILES
+from omnivoice_rt.request import DOOR_PRESET, PRESETS, Request
+from omnivoice_rt.server.models import graphs_size, offered_precisions
+from omnivoice_rt.server.serving import DEFAULTS, Config, Service, resolve_seed
+from omnivoice_rt.server.voices import VoiceLibrary
+from omnivoice_rt.text import (
+    INSTRUCT_EXCLUSIVE,
+    LANG_NAME_TO_ID,
+    NONVERBAL_TAGS,
+    check_string,
+    language_display_name,
+)
+
+logger = logging.getLogger(__name__)
+
+PRESET_LABELS = {
+    "best": "best: 32 steps, exact (as upstream)",
+    "balanced": "balanced: 16 steps, prompt cache, guidance reuse",
+    "fast": "fast: 12 steps, prompt cache, guidance reuse",
+    "turbo": "turbo (experimental): 12 steps, frame cache, guidance reuse",
+}
+LANGUAGES = ["Auto"] + sorted(language_display_name(name) for name in LANG_NAME_TO_ID)
+GENDERS, AGES, PITCHES, STYLES = (
+    sorted({x for x in INSTRUCT_EXCLUSIVE[i] if x.isascii()}) for i in range(4)
+)
+ACCENTS, DIALECTS = sorted(INSTRUCT_EXCLUSIVE[4]), sorted(INSTRUCT_EXCLUSIVE[5])
+# The page plays a long text's first piece while the rest is made; Gradio encodes streamed audio
+# with ffmpeg (packages.txt), and without it the page shows the whole result at the end.
+STREAMING = shutil.which("ffmpeg") is not None
+SENTENCES_LABEL = (
+    "Sentence by sentence: the first audio sooner (prosody can break where sentences join)"
+)
+REFERENCE_TIPS = (
+    "A good reference: 3-10 s of one person speaking clearly, little background noise, in the language "
+    "you will synthesize. Its transcript is filled in when you record or upload it: check it, or type "
+    "it; left empty, it is transcribed when you generate. Or load a voice prompt saved earlier."
+)
+DEFAULT_TEXT = "Hello! This is OmniVoice, speaking from ONNX Runtime on a CPU."
+EXAMPLES = [
+    ["Hello! This is OmniVoice, running on ONNX Runtime without PyTorch.", "English", ""],
+    ["The weather is lovely today [laughter], let's go for a walk.", "Auto", "female, young adult"],
+    ["今天天气很好，我们一起去公园散步吧。", "Chinese", "男，中年"],
+]
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def design_instruct(gender, age, pitch, style, accent, dialect) -> str:
+    """The voice-design choices as one instruct string, for the box that is sent (and editable)."""
+    items = [x for x in (gender, age, pitch, style, accent, dialect) if x and x != "Any"]
+    return ", ".join(items)
+
+
+# The non-verbal tag buttons keep their labels on one line; they wrap as a row instead.
+PAGE_CSS = ".tag-button { white-space: nowrap; flex: 0 0 auto !important; }"
+
+
+def language_arg(language) -> str | None:
+    """The page's language choice for the runtime: "Auto" (or nothing) lets it detect the language."""
+    if language is not None and not isinstance(language, str):
+        raise ValueError(
+            f"language must be a string, a name or a code such as 'en'; got {type(language).__name__}"
+        )
+    return None if language in (None, "", "Auto") else language
+
+
+def page_flag(value, name: str) -> bool:
+    """A handler's true-or-false field that is no request option (the request checks its own),
+    as it came: a string such as "no" is refused, not taken as true."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be true or false, got {type(value).__name__}")
+    return bool(value)
+
+
+def whole(value):
+    """The steps as a slider sends them (16.0): a finite number as an int; anything else as it
+    is, for the request to check (a string names a preset)."""
+    is_number = isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
+    return int(value) if is_number and np.isfinite(value) else value
+
+
+def result_line(speech: Speech, seed: int, reused: bool = False) -> str:
+    meta = speech.metadata
+    reference = "; the reference's encoding was reused" if reused else ""
+    normalized = "; numbers and dates read as words" if "normalized_text" in meta else ""
+    return (
+        f"{meta['seconds']:.2f} s of audio in {meta['timings']['total']:.2f} s "
+        f"(real-time factor {meta['rtf']:.2f}), {meta['precision']}, {meta['steps']} steps, seed {seed}"
+        f"{reference}{normalized}"
+    )
+
+
+def read_as(speech: Speech) -> str:
+    """For the page, under the result line: the text as the model read it, when normalization
+    changed it (Markdown's characters escaped)."""
+    text = speech.metadata.get("normalized_text")
+    if text is None:
+        return ""
+    return "\n\nRead as: " + "".join("\\" + c if c in MARKDOWN_CHARS else c for c in text)
+
+
+MARKDOWN_CHARS = frozenset("\\`*_{}[]()<>#+-.!|~")
+
+
+# Writes to the voice library need the API key where one is set, on every door: the page and MCP
+# carry none, so there only the key's door writes.
+LIBRARY_KEYED = (
+    "This server's voice library takes new voices with its API key only: POST /v1/audio/voices "
+    "with 'Authorization: Bearer <key>'."
+)
+
+
+def refused(message: str, visible: bool = True) -> gr.Error:
+    """The error a request gets back: one line on the page and in the API, one line in the log."""
+    logger.info("refused a request: %s", message)
+    return gr.Error(message, visible=visible, print_exception=False)
+
+
+def abandoned() -> Callable[[], bool]:
+    """For the request being handled: a function that says whether its client went away (page
+    closed, connection lost, request cancelled). Gradio marks such an event as no longer alive, or
+    drops it from its workers, but cannot stop the thread that serves it; the runtime asks this
+    after every step and stops. Uses Gradio's queue internals (gradio 6), covered by a test."""
+    from gradio.context import LocalContext
+
+    blocks, event_id = LocalContext.blocks.get(None), LocalContext.event_id.get(None)
+    if blocks is None or event_id is None or getattr(blocks, "_queue", None) is None:
+        return lambda: False
+
+    def gone() -> bool:
+        try:
+            for job in blocks._queue.active_jobs:
+                for event in job or ():
+                    if event._id == event_id:
+                        return not event.alive
+        except AttributeError:  # another Gradio: the request is then never taken for abandoned
+            return False
+        return True
+
+    return gone
+
+
+@contextlib.contextmanager
+def as_messages():
+    """The runtime's errors as the page's and the API's one-line messages."""
+    try:
+        yield
+    except REPORTED as exc:
+        raise refused(str(exc)) from exc
+    except Cancelled as exc:
+        raise refused(str(exc), visible=False) from exc
+
+
+@contextlib.contextmanager
+def prepared(service: Service, precision: str, progress, request: Request, should_stop):
+    """``Service.prepared`` (load, wait in line, encode the reference) with the errors as messages;
+    a request whose client went away leaves the line."""
+    with (
+        as_messages(),
+        service.prepared(precision, request, progress, should_stop=should_stop) as ready,
+    ):
+        yield ready
+
+
+def library_voice(library: VoiceLibrary | None, name) -> dict:
+    """The request options of the library's voice ``name`` ({} for none)."""
+    if not name:
+        return {}
+    with as_messages():
+        return (library or VoiceLibrary()).options(name)
+
+
+def page_request(fields: dict, service: Service, library: VoiceLibrary | None = None) -> Request:
+    """A handler's fields (its arguments, by the page's names) as a request: "Auto" is no
+    language, a voice prompt (or a voice of the library) replaces the reference, 0 s is no
+    duration, the seed is drawn; its numbers read as words by the server's worker."""
+    saved = library_voice(library, fields.get("voice"))
+    prompt = fields.get("voice_prompt") or saved.get("voice_prompt")
+    if "ref_audio" in fields and not fields["ref_audio"] and not prompt and not saved:
+        raise refused(
+            "Record or upload a reference voice (or load a voice prompt file, or choose a voice "
+            "of the library) first."
+        )
+    with as_messages():
+        options = {
+            "text": fields["text"],
+            "language": language_arg(fields["language"]) or saved.get("language"),
+            "instruct": fields.get("instruct") or saved.get("instruct"),
+            "ref_audio": None if prompt else fields.get("ref_audio") or None,
+            "ref_text": None if prompt else fields.get("ref_text") or None,
+            "voice_prompt": prompt,
+            "seed": resolve_seed(
+                fields["seed"], page_flag(fields["randomize_seed"], "randomize_seed")
+            ),
+            "preset": fields["preset"],
+            "num_step": whole(fields["num_step"]),
+            "guidance_scale": fields["guidance"],
+            "speed": fields["speed"],
+            "duration": fields["duration"] or None,  # 0 or empty: estimated
+            "denoise": fields["denoise"],
+            "postprocess_output": fields["postprocess"],
+            "normalize_text": fields["normalize_text"],
+        }
+        return Request.from_options(
+            options, DOOR_PRESET, normalizer=service.normalizer(abandoned())
+        )
+
+
+def run_synthesis(
+    service: Service, precision: str, progress, request: Request
+) -> tuple[tuple[int, np.ndarray], str]:
+    """Load the precision, synthesize with a step-by-step progress bar, turn errors into gr.Error."""
+    gone = abandoned()
+    with prepared(service, precision, progress, request, gone) as (voice, ready, reused):
+        speech = voice.generate(ready, progress=step_progress(progress), should_stop=gone)
+    return (speech.sample_rate, pcm16(speech.waveform)), result_line(speech, request.seed, reused)
+
+
+def stream_synthesis(
+    service: Service, precision: str, progress, request: Request, sentences: bool = False
+) -> Iterator[tuple]:
+    """``run_synthesis`` for the page: each piece goes to the player as soon as it is made (when
+    ``STREAMING``), then the pieces joined (what was played) become the result to download.
+    Yields (piece, whole, info)."""
+    parts: list[Speech] = []
+    gone = abandoned()
+    with prepared(service, precision, progress, request, gone) as (voice, ready, reused):
+        stream = voice.stream(
+            ready, progress=step_progress(progress), should_stop=gone, sentences=sentences
+        )
+        for part in stream:
+            parts.append(part)
+            done, count = part.metadata["piece"] + 1, part.metadata["pieces"]
+            note = (
+                f"Playing piece {done} of {count} while the rest is made…"
+                if done < count
+                else "Finishing…"
+            )
+            yield (
+                (part.sample_rate, pcm16(part.waveform)) if STREAMING else gr.skip(),
+                gr.skip(),
+                note,
+            )
+    speech = Speech.join(parts)
+    yield (
+        gr.skip(),
+        (speech.sample_rate, pcm16(speech.waveform)),
+        result_line(speech, request.seed, reused) + read_as(speech),
+    )
+
+
+def precision_line(service: Service, precision: str) -> str:
+    """The page's line about a precision: what it is for, what its graphs hold (read from them,
+    so the published int4, whose heads are int4, says so), and whether it is loaded, loading, on
+    disk, or still to download."""
+    profile = PROFILES.get(precision)
+    held = service.models.weights(precision)
+    title = f"**{precision}** ({profile.summary if profile else 'unknown'})" + (
+        f": {held}." if held else "."
+    )
+    if precision == service.models.default and service.models.default_reason != "asked for":
+        title += f" The server's default: {service.models.default_reason}."
+    voice = service.models.loaded.get(precision)
+    if voice is not None:
+        size = graphs_size(voice.root, voice.manifest.profile(precision).graphs)
+        repaired = " The LLM was repaired to attend bidirectionally." if voice.repaired_llm else ""
+        kernel, why = voice.matmul
+        kernels = (
+            f" Its LLM multiplies with {kernel}, {KERNELS[kernel].summary} ({why})."
+            if precision != "cuda"
+            else ""
+        )
+        return f"{title} Loaded, {size / 1e6:.0f} MB on disk: ready.{repaired}{kernels}"
+    if precision in service.models.activity:
+        return f"{title} {service.models.activity[precision]}…"
+    if precision in service.models.failures:
+        failure = service.models.failures[precision]
+        return f"{title} It could not be loaded ({failure}); the next synthesis tries again."
+    return f"{title} {service.models.availability(precision)} The first synthesis with it loads it."
+
+
+def step_progress(progress) -> Callable[[int, int], None]:
+    return lambda done, total: progress(done / total, desc=f"Step {done}/{total}")
+
+
+def examples_cache() -> None:
+    """The examples' results depend on the artifacts this server loaded, so they are kept for this
+    process only (a folder removed at exit), never served to a later server with other models."""
+    if "GRADIO_EXAMPLES_CACHE" not in os.environ:
+        folder = tempfile.mkdtemp(prefix="omnivoice-examples-")
+        os.environ["GRADIO_EXAMPLES_CACHE"] = folder
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+
+
+def prompt_file() -> Path:
+    """A fresh path for a saved voice prompt, in one folder whose files older than an hour go."""
+    folder = Path(tempfile.gettempdir()) / "omnivoice-prompts"
+    folder.mkdir(exist_ok=True)
+    for old in folder.glob("*.npz"):
+        if time.time() - old.stat().st_mtime > 3600:
+            old.unlink(missing_ok=True)
+    return Path(
+        tempfile.mkstemp(
+            prefix=f"voice-{time.strftime('%Y%m%d-%H%M%S')}-", suffix=".npz", dir=folder
+        )[1]
+    )
+
+
+# ----------------------------------------------------------------------------- event handlers
+
+
+def make_handlers(
+    service: Service, default: str, library: VoiceLibrary, keyed: bool = False
+) -> SimpleNamespace:
+    """The API's handlers (the whole result at the end; their docstrings describe the MCP tools)
+    and the page's (pieces as they are made, when ``STREAMING``); all share the service, their
+    line and their messages. ``keyed``: the server has an API key, which the library's writes
+    need (``LIBRARY_KEYED``): the page and MCP, which carry none, do not write."""
+
+    def synthesize(
+        text,
+        language="Auto",
+        instruct=None,
+        precision=default,
+        num_step=DEFAULTS["num_step"],
+        guidance=DEFAULTS["guidance"],
+        speed=1.0,
+        duration=0.0,
+        seed=0,
+        randomize_seed=DEFAULTS["randomize_seed"],
+        denoise=True,
+        postprocess=True,
+        preset=DOOR_PRESET,
+        normalize_text=DEFAULTS["normalize_text"],
+        progress=gr.Progress(),
+    ):
+        """Speak a text in a new voice: chosen by the model, or designed from a short description.
+        Takes about 3 s of work per second of speech on a 2-core CPU (balanced preset).
+
+        Args:
+            text: What to say, up to 10,000 characters, in any of 600+ languages. Non-verbal tags such as [laughter] or [sigh] may appear in it.
+            language: The text's language by name ("English") or code ("en"); "Auto" detects it.
+            instruct: The voice, as comma-separated items (at most one per kind): gender (male, female), age (child, teenager, young adult, middle-aged, elderly), pitch (very low pitch ... very high pitch), whisper, an English accent ("british accent"). Empty: the model chooses.
+            precision: Model precision, one this server offers (the page's selector lists them; int4 is the fastest on most CPUs); left out: the server's default.
+            num_step: Unmasking steps, 1 to 64 (the preset's: 16 balanced, 32 best, 12 fast).
+            guidance: Classifier-free guidance scale, 0 to 5 (2 by default).
+            speed: Speaking rate, 1.0 normal; above 1 is faster.
+            duration: Length of the speech in seconds, up to 600; 0 estimates it from the text.
+            seed: Random seed; the same seed and settings give the same audio.
+            randomize_seed: True draws a new seed each call (the seed argument is then ignored).
+            denoise: Denoise a reference (cloning only).
+            postprocess: Trim long silences and normalise the loudness.
+            preset: "balanced" (default), "best" (32 steps, as upstream), "fast" (12 steps) or
+                "turbo" (experimental: 12 steps, only changed frames run between refreshes).
+            normalize_text: True (default) reads numbers, dates, times, money and percentages as words ("$12.50" as "twelve point five dollars"), as upstream's normalize_text does; False reads the text as written (spell numbers out yourself then).
+        Returns:
+            The speech as a 24 kHz wav file, and one line saying its length, time taken and seed.
+        """
+        # The arguments by name (this signature is the API's): see page_request.
+        return run_synthesis(service, precision, progress, page_request(locals(), service, library))
+
+    def clone(
+        text,
+        ref_audio=None,
+        ref_text=None,
+        voice_prompt=None,
+        language="Auto",
+        precision=default,
+        num_step=DEFAULTS["num_step"],
+        guidance=DEFAULTS["guidance"],
+        speed=1.0,
+        duration=0.0,
+        seed=0,
+        randomize_seed=DEFAULTS["randomize_seed"],
+        denoise=True,
+        postprocess=True,
+        preset=DOOR_PRESET,
+        normalize_text=DEFAULTS["normalize_text"],
+        instruct=None,
+        voice=None,
+        progress=gr.Progress(),
+    ):
+        """Speak a text in the voice of a reference recording, of a voice prompt saved earlier, or of a voice of the server's library (list_voices).
+
+        Args:
+            text: What to say, up to 10,000 characters.
+            ref_audio: A recording of the voice to clone: 3-10 s of one person speaking clearly (0.5-30 s accepted; wav, flac, mp3, ogg; up to 20 MB): an http(s) URL, a data: URI, or the path POST /gradio_api/upload returned. Leave it out (or empty) when voice_prompt is given.
+            ref_text: What the recording says, up to 2,000 characters; empty: it is transcribed with Whisper.
+            voice_prompt: A voice prompt file (.npz) from save_voice_prompt (the URL it returned), used instead of ref_audio and ref_text; leave it out (or empty) otherwise.
+            language: The text's language by name or code; "Auto" detects it.
+            precision: Model precision, one this server offers; left out: the server's default.
+            num_step: Unmasking steps, 1 to 64.
+            guidance: Classifier-free guidance scale, 0 to 5.
+            speed: Speaking rate, 1.0 normal.
+            duration: Length of the speech in seconds; 0 estimates it.
+            seed: Random seed; the same seed and settings give the same audio.
+            randomize_seed: True draws a new seed each call.
+            denoise: Denoise the reference first.
+            postprocess: Trim long silences and match the reference's loudness.
+            preset: "balanced" (default), "best", "fast" or "turbo" (experimental).
+            normalize_text: True (default) reads numbers, dates, times, money and percentages as words; False reads the text as written.
+            instruct: A style over the cloned voice, as voice-design items ("whisper", "high pitch"); empty: the reference's own.
+            voice: The name of a voice of the server's library (list_voices lists them), used instead of ref_audio and voice_prompt; empty otherwise.
+        Returns:
+            The speech as a 24 kHz wav file, and one line saying its length, time taken and seed.
+        """
+        # The arguments by name (this signature is the API's): see page_request.
+        return run_synthesis(service, precision, progress, page_request(locals(), service, library))
+
+    def page_twin(api_handler):
+        """The page's button for an API handler: the same fields (this signature, which Gradio
+        reads, is the handler's), then the "sentence by sentence" box; the pieces go to the
+        player as they are made."""
+        signature = inspect.signature(api_handler)
+        *fields, progress = signature.parameters.values()
+        sentences = inspect.Parameter(
+            "sentences", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=False
+        )
+        twin_signature = signature.replace(parameters=[*fields, sentences, progress])
+
+        def twin(*args, **kwargs):
+            bound = twin_signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            values = bound.arguments
+            tracker = values.pop("progress", progress.default)
+            with as_messages():
+                pieces = page_flag(values.pop("sentences", False), "sentences")
+            request = page_request(values, service, library)
+            yield from stream_synthesis(service, values["precision"], tracker, request, pieces)
+
+        twin.__signature__ = twin_signature
+        twin.__name__ = f"{api_handler.__name__}_page"
+        return twin
+
+    synthesize_page, clone_page = page_twin(synthesize), page_twin(clone)
+
+    def save_voice_prompt(ref_audio, ref_text=None, precision=default, progress=gr.Progress()):
+        """Encode a reference recording once as a voice prompt file, to clone that voice again without the recording.
+
+        Args:
+            ref_audio: A recording of the voice: 3-10 s of one person speaking clearly (0.5-30 s accepted; up to 20 MB): an http(s) URL, a data: URI, or the path POST /gradio_api/upload returned.
+            ref_text: What the recording says; empty: it is transcribed with Whisper.
+            precision: The model precision that encodes the prompt (prompts work across precisions); left out: the server's default.
+        Returns:
+            A voice prompt file (.npz, kept for an hour on this server) to pass to clone as voice_prompt.
+        """
+        if not ref_audio:
+            raise refused("Record or upload a reference voice first.")
+        with as_messages():
+            if ref_text is not None:
+                check_string(ref_text, "ref_text (the reference's transcript)")
+            reference = service.reference(
+                precision, ref_audio, ref_text, None, progress, None, abandoned()
+            )
+            with reference as (_, prompt, _):
+                pass
+        path = prompt_file()
+        prompt.save(path)
+        return str(path)
+
+    def transcribe(ref_audio, language="Auto", progress=gr.Progress()):
+        """Transcribe a reference recording with Whisper: what the recording says, to check before cloning.
+
+        Args:
+            ref_audio: A recording of up to 30 s (longer ones are cut at a silence near 20 s): an http(s) URL, a data: URI, or the path POST /gradio_api/upload returned.
+            language: The recording's language by name or code; "Auto" detects it.
+        Returns:
+            The transcript, one line of text.
+        """
+        if not ref_audio:
+            return ""
+        with as_messages():
+            recogniser = service.recogniser.get(progress)
+            with service.slot(progress, should_stop=abandoned()):
+                progress(0.5, desc="Transcribing the reference")
+                return recogniser.transcribe(ref_audio, language_arg(language))
+
+    def list_voices():
+        """The voices of the server's library, to clone by name (clone's voice argument): saved references and named voice designs.
+
+        Returns:
+            A list of voices: name, kind ("clone": a saved reference, "design": an instruct), language, instruct, duration of the reference in seconds, created.
+        """
+        return [entry.as_dict() for entry in library.saved()]
+
+    def save_to_library(
+        name,
+        ref_audio=None,
+        ref_text=None,
+        language="Auto",
+        precision=default,
+        progress=gr.Progress(),
+    ):
+        """Save a reference recording in the server's voice library under a name, for every door (the page, clone's voice argument, the OpenAI and Wyoming doors). Only where the server allows it (--voices-writable) and has no API key (with a key: POST /v1/audio/voices).
+
+        Args:
+            name: The voice's name: 1 to 64 letters, digits, '_', '.' or '-'.
+            ref_audio: A recording of the voice: 3-10 s of one person speaking clearly: an http(s) URL, a data: URI, or the path POST /gradio_api/upload returned.
+            ref_text: What the recording says; empty: it is transcribed with Whisper.
+            language: The recording's language by name or code; "Auto": none.
+            precision: The model precision that encodes it; left out: the server's default.
+        Returns:
+            One line saying what was saved.
+        """
+        if keyed and library.writable:
+            raise refused(LIBRARY_KEYED)
+        if not ref_audio:
+            raise refused("Record or upload a reference voice first.")
+        with as_messages():
+            language = language_arg(language)
+
+        def encode():
+            reference = service.reference(
+                precision, ref_audio, ref_text or None, language, progress, None, abandoned()
+            )
+            with reference as (_, prompt, _):
+                return prompt
+
+        with as_messages():
+            try:
+                named = name.strip() if isinstance(name, str) else name
+                entry = library.add_recording(named, encode, language)
+            except (FileExistsError, PermissionError) as exc:  # not REPORTED: said here
+                raise ValueError(str(exc)) from None
+        return f"Saved {entry.name!r} in the library ({entry.duration:g} s of speech)."
+
+    def example(text, language, instruct, progress=gr.Progress()):
+        """An example of the page, as the page's defaults make it (seed 0, so a cached result is its result)."""
+        fields = {**DEFAULTS, "randomize_seed": False, "text": text, "language": language}
+        return run_synthesis(
+            service,
+            default,
+            progress,
+            page_request({**fields, "instruct": instruct or None}, service),
+        )
+
+    return SimpleNamespace(
+        synthesize=synthesize,
+        clone=clone,
+        synthesize_page=synthesize_page,
+        clone_page=clone_page,
+        save_voice_prompt=save_voice_prompt,
+        transcribe=transcribe,
+        example=example,
+        list_voices=list_voices,
+        save_to_library=save_to_library,
+    )
+
+
+# ----------------------------------------------------------------------------- layout
+
+
+def settings_panel() -> list:
+    with gr.Accordion("Settings", open=False):
+        with gr.Row():
+            preset = gr.Radio(
+                [(PRESET_LABELS[name], name) for name in PRESETS],
+                value=DOOR_PRESET,
+                label="Speed preset",
+                info="balanced is this page's default on a CPU; best is upstream's generation, exactly",
+                elem_id="preset",
+            )
+            steps = gr.Slider(
+                1, MAX_STEPS, value=DEFAULTS["num_step"], step=1, label="Unmasking steps"
+            )
+            guidance = gr.Slider(
+                0.0, 5.0, value=DEFAULTS["guidance"], step=0.1, label="Guidance scale"
+            )
+        with gr.Row():
+            speed = gr.Slider(0.5, 2.0, value=1.0, step=0.05, label="Speed")
+            duration = gr.Number(
+                value=0, minimum=0, maximum=600, label="Duration in s (0: automatic)"
+            )
+        with gr.Row():
+            seed = gr.Number(value=0, precision=0, label="Seed")
+            randomize = gr.Checkbox(value=DEFAULTS["randomize_seed"], label="Randomize seed")
+            denoise = gr.Checkbox(value=True, label="Denoise reference")
+            postprocess = gr.Checkbox(value=True, label="Trim silences and normalize")
+        preset.change(
+            lambda name: PRESETS[name]["num_step"], preset, steps, api_visibility="private"
+        )
+    with gr.Row():
+        normalize = gr.Checkbox(
+            value=DEFAULTS["normalize_text"],
+            label="Read numbers and dates as words",
+            info='"$12.50 on Jan. 5" as "twelve point five dollars on the fifth of january"',
+            elem_id="normalize-text",
+        )
+        sentences = gr.Checkbox(value=False, label=SENTENCES_LABEL, elem_id="sentences")
+    return [
+        steps,
+        guidance,
+        speed,
+        duration,
+        seed,
+        randomize,
+        denoise,
+        postprocess,
+        preset,
+        normalize,
+    ], sentences
+
+
+def tag_buttons(textbox: gr.Textbox) -> None:
+    with gr.Row():
+        for tag in NONVERBAL_TAGS:
+            gr.Button(f"[{tag}]", size="sm", min_width=0, elem_classes=["tag-button"]).click(
+                lambda text, t=tag: (text or "") + f"[{t}]",
+                textbox,
+                textbox,
+                api_visibility="private",
+            )
+
+
+def build_demo(
+    config: Config | None = None,
+    service: Service | None = None,
+    library: VoiceLibrary | None = None,
+    keyed: bool = False,
+) -> gr.Blocks:
+    """The page and its API over ``service`` (made from ``config`` when not given) and the voice
+    ``library`` (none when not given); ``keyed``: the server has an API key (the page then does
+    not write to the library)."""
+    if service is None:
+        config = config or Config()
+        service = Service(config, offered_precisions(config.source))
+    library = library or VoiceLibrary()
+    config, default, offered = service.config, service.models.default, service.models.offered
+    if config.preload:
+        service.preload(default)
+    handlers = make_handlers(service, default, library, keyed)
+    examples_cache()
+
+    def describe(precision: str) -> str:
+        return precision_line(service, precision)
+
+    # Uploads and results in Gradio's cache are deleted after an hour, checked every ten minutes.
+    with gr.Blocks(title="OmniVoice ONNX", delete_cache=(600, 3600)) as demo:
+        gr.Markdown(
+            "# OmniVoice ONNX\nOmnilingual text-to-speech on ONNX Runtime: no PyTorch, fast on a CPU."
+        )
+        with gr.Row():
+            precision = gr.Radio(
+                offered, value=default, label="Precision", scale=1, elem_id="precision"
+            )
+            precision_info = gr.Markdown(describe(default), elem_id="precision-info")
+        precision.change(describe, precision, precision_info, api_visibility="private")
+        # While a load is under way, the precision line follows it (outside the synthesis queue).
+        watch = gr.Timer(1.0, active=config.preload)
+        watch.tick(
+            lambda p: (describe(p), gr.Timer(active=bool(service.models.activity))),
+            precision,
+            [precision_info, watch],
+            queue=False,
+            show_progress="hidden",
+            api_visibility="private",
+        )
+        # made here, shown under the tabs (the first tab's examples fill them)
+        player = gr.Audio(
+            label="Result, played as it is made",
+            type="numpy",
+            streaming=True,
+            autoplay=True,
+            interactive=False,
+            visible=STREAMING,
+            elem_id="result-stream",
+            render=False,
+        )
+        output = gr.Audio(
+            label="Whole result (wav)" if STREAMING else "Result",
+            type="numpy",
+            interactive=False,
+            elem_id="result-audio",
+            render=False,
+        )
+        info = gr.Markdown(elem_id="result-info", render=False)
+        with gr.Tabs():
+            with gr.Tab("Text to speech", id="tts"):
+                text = gr.Textbox(
+                    DEFAULT_TEXT,
+                    label="Text",
+                    lines=4,
+                    placeholder="What should be said?",
+                    elem_id="tts-text",
+                )
+                tag_buttons(text)
+                language = gr.Dropdown(
+                    LANGUAGES,
+                    value="Auto",
+                    label="Language",
+                    filterable=True,
+                    allow_custom_value=True,
+                )
+                # One control for the voice: the choices compose the instruct, which is sent as
+                # it stands in its box (and may be typed or edited there).
+                with gr.Accordion("Voice design (empty: the model chooses)", open=True):
+                    with gr.Row():
+                        controls = [
+                            gr.Dropdown(["Any"] + options, value="Any", label=label)
+                            for label, options in (
+                                ("Gender", GENDERS),
+                                ("Age", AGES),
+                                ("Pitch", PITCHES),
+                                ("Style", STYLES),
+                                ("English accent", ACCENTS),
+                                ("Chinese dialect", DIALECTS),
+                            )
+                        ]
+                    instruct = gr.Textbox(
+                        label="Instruct sent to the model",
+                        info="what the choices above make; or type items yourself",
+                        placeholder="empty: the model chooses; or e.g. female, low pitch, british accent",
+                        elem_id="tts-instruct",
+                    )
+                for control in controls:
+                    control.change(design_instruct, controls, instruct, api_visibility="private")
+                tts_button = gr.Button("Generate", variant="primary", elem_id="tts-generate")
+                # A click fills the text, the language and the voice design, and plays the example (made once, then kept).
+                gr.Examples(
+                    EXAMPLES,
+                    [text, language, instruct],
+                    [output, info],
+                    fn=handlers.example,
+                    run_on_click=True,
+                    cache_examples=True,
+                    cache_mode="lazy",
+                    api_visibility="private",
+                    elem_id="examples",
+                )
+            with gr.Tab("Voice cloning", id="clone"):
+                gr.Markdown(REFERENCE_TIPS)
+                ref_audio = gr.Audio(
+                    sources=["microphone", "upload"],
+                    type="filepath",
+                    label="Reference voice",
+                    elem_id="ref-audio",
+                )
+                ref_text = gr.Textbox(
+                    label="What the reference says (transcribed for you; editable)",
+                    lines=2,
+                    elem_id="ref-text",
+                )
+                with gr.Row():
+                    prompt_file = gr.File(
+                        label="Voice prompt (.npz), instead of the audio",
+                        file_types=[".npz"],
+                        type="filepath",
+                    )
+                    saved_prompt = gr.File(label="Saved voice prompt", interactive=False)
+                    library_voice_choice = gr.Dropdown(
+                        [""] + [entry.name for entry in library.saved()],
+                        value="",
+                        label="Or a voice of the library",
+                        info="instead of the reference and the prompt file",
+                        allow_custom_value=True,  # the library changes while the page is open
+                        elem_id="library-voice",
+                    )
+                with gr.Row():
+                    save_button = gr.Button("Save this voice as a prompt file")
+                with gr.Row(visible=library.writable and not keyed):
+                    library_name = gr.Textbox(
+                        label="Name in the library", placeholder="narrator", elem_id="library-name"
+                    )
+                    library_button = gr.Button("Save to the library", elem_id="library-save")
+                library_line = gr.Markdown(elem_id="library-line")
+                clone_instruct = gr.Textbox(
+                    label="Style over the cloned voice (optional voice-design items)",
+                    placeholder="e.g. whisper, or high pitch",
+                    elem_id="clone-instruct",
+                )
+                clone_text = gr.Textbox(
+                    label="Text to say in this voice", lines=3, elem_id="clone-text"
+                )
+                clone_language = gr.Dropdown(
+                    LANGUAGES,
+                    value="Auto",
+                    label="Language",
+                    filterable=True,
+                    allow_custom_value=True,
+                )
+                clone_button = gr.Button("Generate", variant="primary", elem_id="clone-generate")
+        settings, sentences = settings_panel()
+        player.render()
+        output.render()
+        info.render()
+
+        # The page's buttons: pieces to the player as they are made, then the whole result.
+        tts_inputs = [text, language, instruct, precision, *settings]
+        clone_inputs = [
+            clone_text,
+            ref_audio,
+            ref_text,
+            prompt_file,
+            clone_language,
+            precision,
+            *settings,
+            clone_instruct,
+            library_voice_choice,
+        ]
+        for button, handler, inputs in (
+            (tts_button, handlers.synthesize_page, tts_inputs),
+            (clone_button, handlers.clone_page, clone_inputs),
+        ):
+            button.click(
+                handler, [*inputs, sentences], [player, output, info], api_visibility="private"
+            ).then(describe, precision, precision_info, api_visibility="private")
+        # The API's stable endpoints (gradio_client): the whole result at the end, from buttons the page does not show.
+        for api_name, handler, inputs in (
+            ("synthesize", handlers.synthesize, tts_inputs),
+            ("clone", handlers.clone, clone_inputs),
+        ):
+            gr.Button(visible=False).click(handler, inputs, [output, info], api_name=api_name)
+        save_button.click(
+            handlers.save_voice_prompt,
+            [ref_audio, ref_text, precision],
+            saved_prompt,
+            api_name="save_voice_prompt",
+        )
+        library_button.click(
+            handlers.save_to_library,
+            [library_name, ref_audio, ref_text, clone_language, precision],
+            library_line,
+            api_name="save_to_library",
+        ).then(
+            lambda: gr.Dropdown(choices=[""] + [entry.name for entry in library.saved()]),
+            None,
+            library_voice_choice,
+            api_visibility="private",
+        )
+        gr.Button(visible=False).click(
+            handlers.list_voices, None, gr.JSON(visible=False), api_name="list_voices"
+        )
+        # A recorded or uploaded reference fills the transcript box, which stays editable.
+        ref_audio.upload(
+            handlers.transcribe, [ref_audio, clone_language], ref_text, api_name="transcribe"
+        )
+        ref_audio.stop_recording(
+            handlers.transcribe, [ref_audio, clone_language], ref_text, api_visibility="private"
+        )
+    return demo

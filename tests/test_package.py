@@ -1,0 +1,203 @@
+"""The distribution as a user installs it: the wheel built from this checkout, installed into a
+fresh virtual environment (no system packages, outside the repository), first without extras (the
+library and its command line, no Gradio), then with the ``server`` extra (the server's console
+script serves the page and ``/health``). And the requirement files the Space and CI install are
+the dependencies ``pyproject.toml`` declares."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import urllib.request
+import venv
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+import tomllib
+from packaging.requirements import Requirement
+
+from tests.conftest import ROOT, running_app
+
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+EXTRAS = PROJECT["optional-dependencies"]
+SCRIPTS = {"omnivoice-onnx", "omnivoice-onnx-server", "omnivoice-onnx-build"}
+
+
+def requirements(path: Path) -> set[str]:
+    """A requirements file's requirements, normalized (``-r`` lines and comments left out)."""
+    lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
+    return {str(Requirement(line)) for line in lines if line and not line.startswith("-")}
+
+
+def normalized(specs: list[str]) -> set[str]:
+    return {str(Requirement(spec)) for spec in specs}
+
+
+def test_the_requirement_files_are_the_declared_dependencies():
+    space = normalized(PROJECT["dependencies"] + EXTRAS["server"] + EXTRAS["asr"])
+    assert requirements(ROOT / "requirements.txt") == space
+    dev = normalized(EXTRAS["build"] + EXTRAS["ray"] + EXTRAS["dev"])
+    assert requirements(ROOT / "requirements-dev.txt") == dev
+    assert set(PROJECT["scripts"]) == SCRIPTS
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """The wheel, built from a copy of what it packages (a build writes into its source tree)."""
+    source, out = tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("dist")
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    for package in ("omnivoice_rt", "omnivoice_build"):
+        shutil.copytree(
+            ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(source)],
+        check=True,
+        cwd=out,
+    )
+    (built,) = out.glob("omnivoice_onnx-*.whl")
+    return built
+
+
+def test_the_wheel_holds_the_packages_their_data_and_the_scripts(wheel):
+    import omnivoice_rt
+
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        info = f"omnivoice_onnx-{omnivoice_rt.__version__}.dist-info"
+        metadata = archive.read(f"{info}/METADATA").decode()
+        entry_points = archive.read(f"{info}/entry_points.txt").decode()
+    for package in ("omnivoice_rt", "omnivoice_build"):
+        for path in (ROOT / package).rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts:
+                assert path.relative_to(ROOT).as_posix() in names
+    assert not {name for name in names if name.startswith(("tests/", "bench/", "app.py"))}
+    assert "Requires-Python: >=3.10" in metadata
+    assert "License-Expression: Apache-2.0" in metadata
+    for extra in ("server", "asr", "ray", "build", "dev"):
+        assert f"Provides-Extra: {extra}" in metadata
+    assert "Requires-Dist: gradio" in metadata and 'extra == "server"' in metadata
+    for script in SCRIPTS:
+        assert f"{script} = " in entry_points
+
+
+@pytest.fixture(scope="module")
+def fresh(wheel, tmp_path_factory) -> Path:
+    """A virtual environment without the system's packages, the wheel installed without extras."""
+    env = tmp_path_factory.mktemp("fresh") / "venv"
+    venv.create(env, with_pip=True)
+    subprocess.run(
+        [env / "bin" / "python", "-m", "pip", "install", "-q", str(wheel)],
+        check=True,
+        env=user_env(),
+    )
+    return env
+
+
+def user_env(**extra: str) -> dict:
+    """This process's environment less what points into the checkout or its virtual environment."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return {**env, "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False", **extra}
+
+
+def run(env: Path, *command: str, cwd: Path) -> subprocess.CompletedProcess:
+    program = env / "bin" / command[0]
+    return subprocess.run(
+        [str(program), *command[1:]], cwd=cwd, env=user_env(), capture_output=True, text=True
+    )
+
+
+def synthesize(command: list[str], artifacts: Path, out: Path, cwd: Path, **kw) -> np.ndarray:
+    """``synthesize`` of a text whose money the normalizers' FSTs (package data) read as words."""
+    flags = ["--model-dir", str(artifacts), "--text", "It costs $5.", "--language", "en"]
+    flags += ["--normalize-text", "--seed", "0", "--num-step", "4", "--output", str(out)]
+    done = subprocess.run(
+        [*command, "synthesize", *flags], cwd=cwd, capture_output=True, text=True, **kw
+    )
+    assert done.returncode == 0, done.stderr
+    return sf.read(out, dtype="float32")[0]
+
+
+def test_without_extras_the_library_and_its_cli_work_and_the_server_names_its_extra(
+    fresh, cpu_artifacts, tmp_path
+):
+    where = run(
+        fresh,
+        "python",
+        "-c",
+        "import importlib.util, omnivoice_rt; "
+        "print(omnivoice_rt.__file__); print(importlib.util.find_spec('gradio'))",
+        cwd=tmp_path,
+    )
+    module, gradio = where.stdout.splitlines()
+    assert module.startswith(str(fresh)) and gradio == "None"
+
+    installed = synthesize(
+        [str(fresh / "bin" / "omnivoice-onnx")],
+        cpu_artifacts,
+        tmp_path / "a.wav",
+        tmp_path,
+        env=user_env(),
+    )
+    here = synthesize(
+        [sys.executable, "-m", "omnivoice_rt"], cpu_artifacts, tmp_path / "b.wav", ROOT
+    )
+    np.testing.assert_array_equal(installed, here)
+    assert installed.size > 0
+
+    server = run(fresh, "omnivoice-onnx-server", "--help", cwd=tmp_path)
+    assert server.returncode == 2 and "Traceback" not in server.stderr
+    assert "pip install 'omnivoice-onnx[server]'" in server.stderr
+
+    reference = tmp_path / "reference.wav"
+    sf.write(reference, np.sin(np.arange(24000) / 12.0).astype(np.float32) * 0.3, 24000)
+    clone = run(
+        fresh,
+        "omnivoice-onnx",
+        "synthesize",
+        *("--model-dir", str(cpu_artifacts), "--text", "Hello.", "--ref-audio", str(reference)),
+        *("--output", str(tmp_path / "c.wav")),
+        cwd=tmp_path,
+    )
+    assert clone.returncode == 2 and "Traceback" not in clone.stderr
+    assert "pip install 'omnivoice-onnx[asr]' (or pass ref_text" in clone.stderr
+
+
+def test_with_the_server_extra_its_script_serves_the_page_and_health(
+    fresh, wheel, cpu_artifacts, tmp_path
+):
+    subprocess.run(
+        [fresh / "bin" / "python", "-m", "pip", "install", "-q", f"{wheel}[server]"],
+        check=True,
+        env=user_env(),
+    )
+    command = (str(fresh / "bin" / "omnivoice-onnx-server"),)
+    args = ["--artifacts", str(cpu_artifacts)]
+    env = {"PYTHONPATH": "", "OMNIVOICE_ASR_MODEL": "none", "HF_HUB_OFFLINE": "1"}
+    with running_app(args, tmp_path / "server.log", command=command, **env) as url:
+        page = urllib.request.urlopen(url, timeout=30).read().decode()
+        # the OpenAI door, its money read as words by the server's normalization worker
+        body = {
+            "model": "tts-1",
+            "input": "It costs $5.",
+            "voice": "alloy",
+            "response_format": "wav",
+        }
+        speech = urllib.request.Request(
+            f"{url}/v1/audio/speech",
+            json.dumps(body).encode(),
+            {"Content-Type": "application/json"},
+        )
+        audio = urllib.request.urlopen(speech, timeout=120).read()
+        health = json.loads(urllib.request.urlopen(f"{url}/health", timeout=30).read())
+    assert "OmniVoice" in page
+    assert audio[:4] == b"RIFF" and len(audio) > 1000
+    assert health["status"] == "ok" and health["text_pieces_read"] >= 1
+    assert health["loaded"] and set(health["kernels"]) == set(health["loaded"])
