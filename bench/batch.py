@@ -20,7 +20,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from omnivoice_rt.batch import RESULTS, run_batch  # noqa: E402
+from omnivoice_rt.tools.batch import RESULTS, run_batch  # noqa: E402
 
 SENTENCES = [
     "The library opens at nine and closes late on Thursdays.",

@@ -73,7 +73,7 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores ({cpu_features()}), {platform.python_version()}"
 
 
-# The CPU features that decide which matrix kernel is fast (omnivoice_rt.matmul), as /proc/cpuinfo
+# The CPU features that decide which matrix kernel is fast (omnivoice_rt.engine.matmul), as /proc/cpuinfo
 # names them, and as the machine line shows them.
 FEATURES = {
     "amx_int8": "AMX",
@@ -286,8 +286,8 @@ def main(argv=None) -> int:
 
     from omnivoice_build.equivalence import write_reference
     from omnivoice_rt import OmniVoiceONNX
-    from omnivoice_rt.manifest import load_manifest
-    from omnivoice_rt.matmul import fallback as fallback_matmul
+    from omnivoice_rt.artifacts.manifest import load_manifest
+    from omnivoice_rt.engine.matmul import fallback as fallback_matmul
 
     print(f"machine: {machine()}; torch {torch.__version__} threads {torch.get_num_threads()}")
     manifest = load_manifest(args.artifacts)

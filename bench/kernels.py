@@ -4,7 +4,7 @@
     python bench/kernels.py --artifacts FULL_ARTIFACTS [--precision int4] [--kernels int8,qgemm-row,qgemm]
         [--presets balanced,turbo] [--cases auto,prompt] [--reps 3]
 
-Each kernel of ``omnivoice_rt.matmul.KERNELS`` loads the same artifacts (the integer GEMM's
+Each kernel of ``omnivoice_rt.engine.kernels.KERNELS`` loads the same artifacts (the integer GEMM's
 graphs made once and kept under ``$HF_HOME``); every rep runs each case with each preset on each
 kernel in turn, so a shared machine's drift hits them alike. Prints the median real-time factor
 [range], the LLM's seconds, and each kernel's speed against the first kernel's; the CPU's

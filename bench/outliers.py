@@ -5,7 +5,7 @@ huge activations real LLMs carry and random weights lack.
     python bench/outliers.py --artifacts FULL_ARTIFACTS [--precision int4] [--kernels fp32,int8,qgemm-row,qgemm]
         [--gain 50] [--channels 4] [--text "..."]
 
-For each kernel of ``omnivoice_rt.matmul.KERNELS`` and each variant of the LLM, against the
+For each kernel of ``omnivoice_rt.engine.kernels.KERNELS`` and each variant of the LLM, against the
 ``fp32`` kernel (MatMulNBits' weights, exactly, in fp32) on the same variant:
 
 - ``hidden``: the relative error of the LLM's hidden states after one forward of 2 x 300
@@ -13,7 +13,7 @@ For each kernel of ``omnivoice_rt.matmul.KERNELS`` and each variant of the LLM, 
 - ``codes``: the share of ``best``'s codes (one short text, the same seed) equal to fp32's.
 
 The integer kernels run twice: as they are, and with the LLM's activations smoothed
-(``+smooth``, ``OMNIVOICE_SMOOTH=1``, the default: :mod:`omnivoice_rt.smooth`).
+(``+smooth``, ``OMNIVOICE_SMOOTH=1``, the default: :mod:`omnivoice_rt.engine.smooth`).
 
 Variants: ``as built`` (the fixture's random weights); ``channels`` (``--channels`` channels of
 every RMSNorm weight of the hidden size scaled by ``--gain``: channel outliers in every product's input, on every
@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from bench.benchmark import machine  # noqa: E402
-from omnivoice_rt.smooth import NORMS, norm_weight  # noqa: E402
+from omnivoice_rt.engine.smooth import NORMS, norm_weight  # noqa: E402
 
 
 def with_channel_outliers(
@@ -49,8 +49,8 @@ def with_channel_outliers(
     import onnx
     from onnx import numpy_helper
 
-    from omnivoice_rt.bidirectional import load_with_weights
-    from omnivoice_rt.manifest import load_manifest
+    from omnivoice_rt.artifacts.bidirectional import load_with_weights
+    from omnivoice_rt.artifacts.manifest import load_manifest
 
     folder = Path(folder or tempfile.mkdtemp(prefix="outliers-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -119,7 +119,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from omnivoice_rt import OmniVoiceONNX
-    from omnivoice_rt.matmul import KERNELS
+    from omnivoice_rt.engine.kernels import KERNELS
 
     kernels = args.kernels.split(",")
     if kernels[0] != "fp32":

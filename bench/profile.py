@@ -31,8 +31,8 @@ def profiled(graph, kernel: str, folder: str) -> None:
     """Reopen ``graph``'s session with the profiler on, files under ``folder``."""
     import onnxruntime as ort
 
-    from omnivoice_rt.matmul import KERNELS
-    from omnivoice_rt.sessions import session_options
+    from omnivoice_rt.engine.kernels import KERNELS
+    from omnivoice_rt.engine.sessions import session_options
 
     options = session_options(None, KERNELS[kernel].config)
     options.enable_profiling = True

@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from omnivoice_rt.manifest import (
+from omnivoice_rt.artifacts.manifest import (
     FORMAT_VERSION,
     MANIFEST_NAME,
     ArtifactError,
@@ -42,7 +42,7 @@ from omnivoice_rt.manifest import (
     sha256_of,
     write_manifest,
 )
-from omnivoice_rt.profiles import PROFILES, Profile
+from omnivoice_rt.artifacts.profiles import PROFILES, Profile
 
 logger = logging.getLogger("build_artifacts")
 
@@ -57,7 +57,7 @@ TOKENIZER_FILES = (
 @dataclass(frozen=True)
 class Recipe:
     """How one profile's parts are built (which profile each ``--device`` builds, and its folder,
-    are the runtime's table: ``omnivoice_rt.profiles.PROFILES``)."""
+    are the runtime's table: ``omnivoice_rt.artifacts.profiles.PROFILES``)."""
 
     encoder: str  # int4 | int8 | fp16 | fp32
     heads: str  # fp16 | fp32: never int4
@@ -387,10 +387,10 @@ def fix_published(source: str, output: Path) -> Manifest:
     """Turn a published snapshot (folder or Hub id) into a corrected folder ready to upload."""
     import onnxruntime as ort
 
-    from omnivoice_rt.bidirectional import check_bidirectional, make_bidirectional
-    from omnivoice_rt.hub import fetch, repo_of
-    from omnivoice_rt.manifest import load_manifest, safe_join
-    from omnivoice_rt.sessions import load_codec
+    from omnivoice_rt.artifacts.bidirectional import check_bidirectional, make_bidirectional
+    from omnivoice_rt.artifacts.hub import fetch, repo_of
+    from omnivoice_rt.artifacts.manifest import load_manifest, safe_join
+    from omnivoice_rt.engine.sessions import load_codec
 
     try:
         repo_id = repo_of(source)

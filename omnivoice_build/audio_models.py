@@ -18,7 +18,7 @@ import torch
 from safetensors import safe_open
 from torch import nn
 
-from omnivoice_rt.signatures import published  # the names the runtime feeds and reads
+from omnivoice_rt.artifacts.signatures import published  # the names the runtime feeds and reads
 
 _ENCODER, _HEADS = published("audio_embeddings_encoder"), published("audio_heads_decoder")
 ENCODER_INPUTS, ENCODER_OUTPUTS = list(_ENCODER.inputs), list(_ENCODER.outputs)

@@ -158,9 +158,9 @@ def next_step_agreement(voice, reference, texts: list[str], seed: int = 1) -> li
     both models see the same states, taken from ``reference``'s own generation with a quarter to
     all of the codes masked again, and their guided argmax at the masked positions is compared.
     One share per state."""
-    from omnivoice_rt.prompt import build_prompt
+    from omnivoice_rt.engine.prompt import build_prompt
+    from omnivoice_rt.engine.unmask import predict
     from omnivoice_rt.request import GenerationSettings
-    from omnivoice_rt.unmask import predict
 
     settings, rng = GenerationSettings(), np.random.default_rng(seed)
 

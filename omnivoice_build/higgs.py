@@ -29,7 +29,7 @@ import torch.nn.functional as F
 import torchaudio
 from torch import nn
 
-from omnivoice_rt.signatures import CODEC_ROLES, published
+from omnivoice_rt.artifacts.signatures import CODEC_ROLES, published
 
 logger = logging.getLogger(__name__)
 

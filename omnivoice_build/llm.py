@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from omnivoice_rt.bidirectional import check_bidirectional, make_bidirectional
+from omnivoice_rt.artifacts.bidirectional import check_bidirectional, make_bidirectional
 
 logger = logging.getLogger(__name__)
 

@@ -149,7 +149,7 @@ def build_codec(checkpoint: Path, root: Path) -> None:
 def check_contract(root: Path, position_ids: bool = False) -> None:
     """Raise ``RuntimeError`` unless every graph of the replica has the published inputs and outputs
     (the LLM's past and present key/values aside, which are recognised by name)."""
-    from omnivoice_rt.signatures import ports_of_graph
+    from omnivoice_rt.artifacts.signatures import ports_of_graph
 
     for role, (inputs, outputs) in CONTRACT.items():
         if role == "llm_decoder" and position_ids:

@@ -2,7 +2,7 @@
 
 ``export_resemblyzer(path)`` writes ``path`` (input ``wav`` (1, samples) -> ``embedding``
 (1, 256), unit length), the speaker model the quality check's tests use on real speech
-(``omnivoice_rt.quality.SpeakerEncoder``). What resemblyzer does in numpy is in the graph:
+(``omnivoice_rt.tools.quality.SpeakerEncoder``). What resemblyzer does in numpy is in the graph:
 the volume raised to -30 dBFS (never lowered), its 40-band mel power spectrogram (25 ms Hann
 windows every 10 ms, librosa's filters), then its LSTM and projection, run over the whole
 utterance at once (resemblyzer averages 1.6 s partials; its silence trimming is left out).

@@ -4,8 +4,8 @@
 
 Upstream's ``normalize_text`` reads the FSTs that WeTextProcessing 1.2.0 ships in its wheel
 (``tn/{en,zh}_tn_{tagger,verbalizer}.fst``). The runtime runs the same files on kaldifst
-(``omnivoice_rt.normalize``), so it keeps them in ``omnivoice_rt/data/tn/`` as ``.fst.gz``
-(10.0 MB as FSTs, 1.2 MB compressed) with their SHA-256 in ``omnivoice_rt.normalize.FSTS``.
+(``omnivoice_rt.text.normalize``), so it keeps them in ``omnivoice_rt/data/tn/`` as ``.fst.gz``
+(10.0 MB as FSTs, 1.2 MB compressed) with their SHA-256 in ``omnivoice_rt.text.normalize.FSTS``.
 Build side only: it needs ``pip install WeTextProcessing==1.2.0`` (pynini), as the tests' oracle.
 """
 
@@ -16,7 +16,7 @@ import hashlib
 from importlib import metadata, resources
 from pathlib import Path
 
-from omnivoice_rt.normalize import FST_DIR, FSTS, WETEXTPROCESSING
+from omnivoice_rt.text.normalize import FST_DIR, FSTS, WETEXTPROCESSING
 
 
 def shipped_fst(name: str) -> Path:

@@ -8,8 +8,8 @@ normalize_text("It costs $5.") -> "It costs five dollars."
 """
 
 from omnivoice_rt.model import OmniVoiceONNX, Speech
-from omnivoice_rt.normalize import normalize_text
 from omnivoice_rt.request import GenerationSettings, Request
+from omnivoice_rt.text.normalize import normalize_text
 from omnivoice_rt.voice_prompt import VoicePrompt
 
 __version__ = "0.4.0"

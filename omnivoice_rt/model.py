@@ -10,12 +10,12 @@ Everything follows upstream ``OmniVoice.generate`` (omnivoice 0.2.1). Difference
 - random draws come from numpy's ``Generator`` (``seed``), so sampled output is reproducible
   here but not bit-equal to torch's; at zero temperatures the codes equal upstream's;
 - without ``ref_text`` the reference is transcribed by Whisper through onnx-asr (upstream uses
-  Whisper large-v3-turbo through transformers; see :mod:`omnivoice_rt.asr`), an unknown language
+  Whisper large-v3-turbo through transformers; see :mod:`omnivoice_rt.audio.asr`), an unknown language
   is an error rather than a warning, and bad input raises ``ValueError`` with a hint.
 
 A call goes: a :class:`~omnivoice_rt.request.Request` (checked) -> a plan of pieces
-(:mod:`omnivoice_rt.plan`) -> for each piece, the prompt (:mod:`omnivoice_rt.prompt`) and the
-unmasking loop (:mod:`omnivoice_rt.unmask`) over the guided forward (:mod:`omnivoice_rt.forward`)
+(:mod:`omnivoice_rt.engine.plan`) -> for each piece, the prompt (:mod:`omnivoice_rt.engine.prompt`) and the
+unmasking loop (:mod:`omnivoice_rt.engine.unmask`) over the guided forward (:mod:`omnivoice_rt.engine.forward`)
 -> the codec -> post-processing -> :class:`~omnivoice_rt.speech.Speech`.
 """
 
@@ -30,20 +30,22 @@ from pathlib import Path
 
 import numpy as np
 
-from omnivoice_rt import audio as audio_ops
-from omnivoice_rt.asr import Transcriber
-from omnivoice_rt.bidirectional import position_table
+from omnivoice_rt.artifacts.bidirectional import position_table
+from omnivoice_rt.artifacts.manifest import ArtifactError, Manifest
+from omnivoice_rt.audio import ops as audio_ops
+from omnivoice_rt.audio.asr import Transcriber
+from omnivoice_rt.audio.reference import encode_reference
+from omnivoice_rt.engine.forward import Backbone, GuidedForward
+from omnivoice_rt.engine.kernels import KERNELS
+from omnivoice_rt.engine.matmul import fallback as fallback_matmul
+from omnivoice_rt.engine.matmul import resolve as resolve_matmul
+from omnivoice_rt.engine.plan import Piece, RowLimits, check_row, plan_pieces
+from omnivoice_rt.engine.prompt import Prompt, TextTokenizer, build_prompt
+from omnivoice_rt.engine.qgemm import RewriteError, integer_graphs
+from omnivoice_rt.engine.sessions import graph_path, load_graphs
+from omnivoice_rt.engine.unmask import unmask
 from omnivoice_rt.errors import Cancelled
-from omnivoice_rt.forward import Backbone, GuidedForward
 from omnivoice_rt.limits import max_row
-from omnivoice_rt.manifest import ArtifactError, Manifest
-from omnivoice_rt.matmul import KERNELS
-from omnivoice_rt.matmul import fallback as fallback_matmul
-from omnivoice_rt.matmul import resolve as resolve_matmul
-from omnivoice_rt.plan import Piece, RowLimits, check_row, plan_pieces
-from omnivoice_rt.prompt import Prompt, TextTokenizer, build_prompt
-from omnivoice_rt.qgemm import RewriteError, integer_graphs
-from omnivoice_rt.reference import encode_reference
 
 # PRESETS, GenerationSettings, check_text and Speech are importable from here too.
 from omnivoice_rt.request import (
@@ -53,9 +55,7 @@ from omnivoice_rt.request import (
     check_text,  # noqa: F401
     options_signature,
 )
-from omnivoice_rt.sessions import graph_path, load_graphs
 from omnivoice_rt.speech import Speech
-from omnivoice_rt.unmask import unmask
 from omnivoice_rt.voice_prompt import VoicePrompt
 
 logger = logging.getLogger(__name__)
@@ -109,12 +109,12 @@ class OmniVoiceONNX:
         """Open every graph of ``precision`` (int4, fp16, fp32 or cuda).
 
         ``source`` is an artifact folder or a Hub repo id; None means ``$OMNIVOICE_REPO`` or
-        onnx-community/OmniVoice-Onnx (see :mod:`omnivoice_rt.hub`). ``matmul``: the kernel of the
+        onnx-community/OmniVoice-Onnx (see :mod:`omnivoice_rt.artifacts.hub`). ``matmul``: the kernel of the
         LLM's products on the CPU, ``auto`` (measured here), ``fp32``, ``int8``, ``qgemm-row`` or
-        ``qgemm`` (None: ``$OMNIVOICE_MATMUL``, else auto; :mod:`omnivoice_rt.matmul`). The
-        integer GEMM's graphs are made at the first load and kept (:mod:`omnivoice_rt.qgemm`); when
+        ``qgemm`` (None: ``$OMNIVOICE_MATMUL``, else auto; :mod:`omnivoice_rt.engine.matmul`). The
+        integer GEMM's graphs are made at the first load and kept (:mod:`omnivoice_rt.engine.qgemm`); when
         they cannot be had, MatMulNBits multiplies, with a warning."""
-        from omnivoice_rt.hub import resolve_artifacts
+        from omnivoice_rt.artifacts.hub import resolve_artifacts
 
         root, manifest, overrides = resolve_artifacts(source, precision, download_progress)
         llm = graph_path(root, manifest, precision, "llm_decoder", overrides)
@@ -146,7 +146,7 @@ class OmniVoiceONNX:
 
     @property
     def max_row(self) -> int:
-        """The longest conditional row this model runs (see :mod:`omnivoice_rt.plan`)."""
+        """The longest conditional row this model runs (see :mod:`omnivoice_rt.engine.plan`)."""
         return self.limits.max_row
 
     @property
@@ -155,7 +155,7 @@ class OmniVoiceONNX:
 
     def forward_for(self, prompt: Prompt, settings: GenerationSettings, timings=None):
         """The model as the unmasking loop needs it for ``prompt``: target codes -> (cond,
-        uncond) logits (:class:`~omnivoice_rt.forward.GuidedForward`)."""
+        uncond) logits (:class:`~omnivoice_rt.engine.forward.GuidedForward`)."""
         return GuidedForward(self.backbone, prompt, settings, timings)
 
     # ------------------------------------------------------------------ voice prompts

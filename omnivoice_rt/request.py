@@ -33,10 +33,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from omnivoice_rt import normalize
+from omnivoice_rt.engine.unmask import UnmaskSettings
 from omnivoice_rt.limits import MAX_DURATION_S, MAX_SPEED, MAX_STEPS, MAX_TEXT_CHARS, MIN_SPEED
-from omnivoice_rt.text import ZH_RE, check_string, resolve_instruct, resolve_language
-from omnivoice_rt.unmask import UnmaskSettings
+from omnivoice_rt.text import normalize
+from omnivoice_rt.text.instructs import ZH_RE, resolve_instruct
+from omnivoice_rt.text.languages import check_string, resolve_language
 
 PRESETS = {
     "best": {"num_step": 32, "prompt_cache_refresh": 0, "guidance_every": 1},

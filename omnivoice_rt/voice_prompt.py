@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from omnivoice_rt.audio import without_path
+from omnivoice_rt.audio.ops import without_path
 from omnivoice_rt.limits import MAX_PROMPT_FILE_BYTES, MAX_REFERENCE_S, MAX_TRANSCRIPT_CHARS
 
 FORMAT_VERSION = 1

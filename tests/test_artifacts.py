@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from omnivoice_rt.manifest import (
+from omnivoice_rt.artifacts.manifest import (
     MANIFEST_NAME,
     ArtifactError,
     Manifest,
@@ -19,7 +19,7 @@ from omnivoice_rt.manifest import (
     sha256_of,
     verify_files,
 )
-from omnivoice_rt.sessions import load_graphs
+from omnivoice_rt.engine.sessions import load_graphs
 
 ROOT = Path(__file__).resolve().parents[1]
 

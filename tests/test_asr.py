@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from omnivoice_build.equivalence import GREEDY, write_reference
-from omnivoice_rt.asr import DEFAULT_ASR_MODEL, Transcriber
+from omnivoice_rt.audio.asr import DEFAULT_ASR_MODEL, Transcriber
 from omnivoice_rt.errors import ArtifactError
 from omnivoice_rt.model import OmniVoiceONNX
 from tests.conftest import TRANSCRIPT
@@ -97,7 +97,7 @@ def test_a_recogniser_that_cannot_load_says_why_and_typed_transcripts_still_work
 
 START = """
 import sys
-from omnivoice_rt.asr import Transcriber
+from omnivoice_rt.audio.asr import Transcriber
 print(Transcriber.load(progress=lambda f, m: None).transcribe(sys.argv[1], language="en"))
 """
 

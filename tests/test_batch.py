@@ -17,8 +17,8 @@ import pytest
 import soundfile as sf
 
 from omnivoice_build.equivalence import write_reference
-from omnivoice_rt.batch import RESULTS, made_by, run_batch
 from omnivoice_rt.model import OmniVoiceONNX
+from omnivoice_rt.tools.batch import RESULTS, made_by, run_batch
 from tests.conftest import ROOT, free_port
 
 GOOD = [
@@ -277,7 +277,7 @@ def test_a_rerun_redoes_only_what_changed(single, items, cpu_artifacts, tmp_path
 
 
 def test_one_run_per_output_folder(items, cpu_artifacts, tmp_path):
-    from omnivoice_rt.batch import exclusive
+    from omnivoice_rt.tools.batch import exclusive
 
     with exclusive(tmp_path), pytest.raises(ValueError, match="another batch run is writing"):
         run_batch(items, tmp_path, cpu_artifacts, "int4", show_progress=False)

@@ -20,8 +20,8 @@ import onnx
 import pytest
 import torch
 
-from omnivoice_rt.bidirectional import check_bidirectional, llm_feeds
-from omnivoice_rt.sessions import load_graphs
+from omnivoice_rt.artifacts.bidirectional import check_bidirectional, llm_feeds
+from omnivoice_rt.engine.sessions import load_graphs
 
 HEAD_DIM = 32  # of the tiny fixture
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from omnivoice_rt.sessions import load_graphs
+from omnivoice_rt.engine.sessions import load_graphs
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PEAK = """
 import json, resource, sys
 import numpy as np
-from omnivoice_rt.audio import load_audio
+from omnivoice_rt.audio.ops import load_audio
 from omnivoice_rt.voice_prompt import VoicePrompt
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 try:

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from omnivoice_build.equivalence import GREEDY
-from omnivoice_rt.hub import DEFAULT_REPO
+from omnivoice_rt.artifacts.hub import DEFAULT_REPO
 from omnivoice_rt.model import OmniVoiceONNX
 from tests.conftest import is_causal
 from tests.hub_server import HubServer
@@ -36,7 +36,7 @@ TEXT = "Hello world, this is a test."
 START = """
 import json, sys
 from omnivoice_rt.model import OmniVoiceONNX
-from omnivoice_rt.manifest import ArtifactError
+from omnivoice_rt.artifacts.manifest import ArtifactError
 try:
     voice = OmniVoiceONNX.load(None, sys.argv[1])
 except ArtifactError as exc:
@@ -232,8 +232,8 @@ def test_build_from_without_the_build_requirements_says_what_to_install(tmp_path
         "import sys\n"
         "for name in ('torch', 'omnivoice', 'olive', 'onnxruntime_genai'):\n"
         "    sys.modules[name] = None  # as if not installed\n"
-        "from omnivoice_rt.hub import resolve_artifacts\n"
-        "from omnivoice_rt.manifest import ArtifactError\n"
+        "from omnivoice_rt.artifacts.hub import resolve_artifacts\n"
+        "from omnivoice_rt.artifacts.manifest import ArtifactError\n"
         "try:\n"
         "    resolve_artifacts(None, 'int4')\n"
         "except ArtifactError as exc:\n"

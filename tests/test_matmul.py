@@ -1,4 +1,4 @@
-"""Which kernel multiplies the LLM's weights (``omnivoice_rt.matmul``): fixed, or measured at
+"""Which kernel multiplies the LLM's weights (``omnivoice_rt.engine.matmul``): fixed, or measured at
 load, and really applied to the sessions."""
 
 from __future__ import annotations
@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from omnivoice_rt.matmul import AUTO, KERNELS, choose, resolve
+from omnivoice_rt.engine.kernels import AUTO, KERNELS
+from omnivoice_rt.engine.matmul import choose, resolve
+from omnivoice_rt.engine.sessions import SESSION_CONFIG
 from omnivoice_rt.model import OmniVoiceONNX
-from omnivoice_rt.sessions import SESSION_CONFIG
 
 
 def test_a_mode_is_asked_for_or_measured(cpu_artifacts, fp32_artifacts, monkeypatch):
@@ -73,7 +74,7 @@ def test_every_session_stops_spinning_after_a_run(cpu_artifacts):
 def test_inspect_says_which_kernel_the_llm_would_take_here(
     cpu_artifacts, fp32_artifacts, monkeypatch
 ):
-    from omnivoice_rt.inspect import inspect
+    from omnivoice_rt.artifacts.inspect import inspect
 
     lines = inspect(cpu_artifacts, "int4")
     assert (

@@ -18,9 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from omnivoice_build.tn_fsts import shipped_fst
-from omnivoice_rt import Request, normalize, normalize_text
+from omnivoice_rt import Request, normalize_text
 from omnivoice_rt.errors import Cancelled
-from omnivoice_rt.normalize import FST_DIR, FSTS
+from omnivoice_rt.text import normalize
+from omnivoice_rt.text.normalize import FST_DIR, FSTS
 
 upstream = pytest.importorskip("omnivoice.utils.text").normalize_text
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
@@ -94,9 +95,9 @@ def test_equals_upstream_on_random_text(text, language):
 
 def test_a_segment_the_normalizer_cannot_read_stays_as_it_is(caplog):
     text = "€<年¥。12.50.2+。'£\",:{=6,>"  # no path through the English tagger
-    with caplog.at_level(logging.WARNING, logger="omnivoice_rt.normalize"):
+    with caplog.at_level(logging.WARNING, logger="omnivoice_rt.text.normalize"):
         assert normalize_text(text, "en") == text == upstream(text, "en")
-    assert [r.message for r in caplog.records if r.name == "omnivoice_rt.normalize"] == [
+    assert [r.message for r in caplog.records if r.name == "omnivoice_rt.text.normalize"] == [
         "Text normalization failed on a segment (ValueError); keeping it unchanged."
     ]
 

@@ -2,10 +2,11 @@
 fresh virtual environment (no system packages, outside the repository), first without extras (the
 library and its command line, no Gradio), then with the ``server`` extra (the server's console
 script serves the page and ``/health``). And the requirement files the Space and CI install are
-the dependencies ``pyproject.toml`` declares."""
+the dependencies ``pyproject.toml`` declares; and the package's modules import one way."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -45,6 +46,60 @@ def test_the_requirement_files_are_the_declared_dependencies():
     dev = normalized(EXTRAS["build"] + EXTRAS["ray"] + EXTRAS["dev"])
     assert requirements(ROOT / "requirements-dev.txt") == dev
     assert set(PROJECT["scripts"]) == SCRIPTS
+
+
+def imports() -> dict[str, set[str]]:
+    """Each module of ``omnivoice_rt`` -> the modules it imports, anywhere in it (a function's
+    imports too), from this package and from outside it (top-level names)."""
+    package = ROOT / "omnivoice_rt"
+    modules = {}
+    for path in package.rglob("*.py"):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        modules[name] = path
+    graph = {}
+    for name, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    found.add(full if full in modules else node.module)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+        graph[name] = {m if m in modules else m.split(".")[0] for m in found} - {name}
+    return graph
+
+
+def test_no_module_imports_one_that_imports_it():
+    graph = imports()
+
+    def reached(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for module in graph.get(todo.pop(), ()):
+                if module not in seen and module != "omnivoice_rt":  # the public names
+                    seen.add(module)
+                    todo.append(module)
+        return seen
+
+    circles = {
+        tuple(sorted((a, b)))
+        for a in graph
+        for b in graph[a]
+        if b in graph and b != "omnivoice_rt" and a in reached(b)
+    }
+    assert not circles
+
+
+def test_the_library_imports_neither_the_server_nor_build_tools():
+    server = {"gradio", "fastapi", "starlette", "uvicorn", "wyoming", "zeroconf"}
+    build = {"torch", "torchaudio", "omnivoice", "olive", "onnxruntime_genai", "omnivoice_build"}
+    for module, imported in imports().items():
+        if module.startswith("omnivoice_rt.server"):
+            assert not imported & build, module
+            continue
+        assert not imported & (server | build), module
+        assert not {m for m in imported if m.startswith("omnivoice_rt.server")}, module
 
 
 @pytest.fixture(scope="module")

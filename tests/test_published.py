@@ -98,7 +98,7 @@ def test_llm_with_position_ids_is_fed_them(published, tiny_checkpoint, fp32_voic
     import onnxruntime as ort
 
     from omnivoice_build.published import build_llm
-    from omnivoice_rt.bidirectional import llm_feeds, make_bidirectional
+    from omnivoice_rt.artifacts.bidirectional import llm_feeds, make_bidirectional
 
     folder = tmp_path / "repo"
     shutil.copytree(published, folder)

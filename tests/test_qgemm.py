@@ -1,4 +1,4 @@
-"""The integer GEMM rewrite (``omnivoice_rt.qgemm``): its weights and its two roundings against
+"""The integer GEMM rewrite (``omnivoice_rt.engine.qgemm``): its weights and its two roundings against
 numpy, on real ONNX Runtime sessions; the rewritten graphs made once, kept, made again when
 damaged or stale, and MatMulNBits when they cannot be had."""
 
@@ -13,13 +13,14 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from omnivoice_rt import qgemm
-from omnivoice_rt.matmul import KERNELS, measure, nbits_model
+from omnivoice_rt.artifacts.profiles import weights_of
+from omnivoice_rt.engine import qgemm
+from omnivoice_rt.engine.kernels import KERNELS
+from omnivoice_rt.engine.matmul import measure, nbits_model
+from omnivoice_rt.engine.qgemm import nbits_weights, requantize, rewrite_model
+from omnivoice_rt.engine.sessions import session_options
+from omnivoice_rt.engine.smooth import factors
 from omnivoice_rt.model import OmniVoiceONNX
-from omnivoice_rt.profiles import weights_of
-from omnivoice_rt.qgemm import nbits_weights, requantize, rewrite_model
-from omnivoice_rt.sessions import session_options
-from omnivoice_rt.smooth import factors
 
 
 def session(model, kernel: str = "fp32"):

@@ -17,8 +17,8 @@ import pytest
 import soundfile as sf
 from onnx import TensorProto, helper
 
-from omnivoice_rt import audio as audio_ops
-from omnivoice_rt.quality import SpeakerEncoder, error_rate, kaldi_fbank
+from omnivoice_rt.audio import ops as audio_ops
+from omnivoice_rt.tools.quality import SpeakerEncoder, error_rate, kaldi_fbank
 from tests.conftest import ROOT, TRANSCRIPT
 
 COUNTING = "one two three four five six seven eight nine ten"

@@ -150,7 +150,7 @@ def test_runtime_never_imports_torch_or_build_code(fp32_artifacts):
     code = (
         "import sys\n"
         "from omnivoice_rt.model import OmniVoiceONNX\n"
-        "import omnivoice_rt.__main__, omnivoice_rt.asr, omnivoice_rt.inspect\n"
+        "import omnivoice_rt.tools.cli, omnivoice_rt.audio.asr, omnivoice_rt.artifacts.inspect\n"
         f"v = OmniVoiceONNX.load({str(fp32_artifacts)!r}, 'fp32')\n"
         "s = v.generate('Hello there.', num_step=4, seed=0)\n"
         "assert s.waveform.size > 0\n"
@@ -354,7 +354,7 @@ def test_local_causal_llm_is_repaired_into_the_cache_and_never_loaded_as_is(
     import huggingface_hub.constants
 
     from omnivoice_build import artifacts as build_artifacts
-    from omnivoice_rt.sessions import load_graphs
+    from omnivoice_rt.engine.sessions import load_graphs
     from tests.conftest import is_causal, make_causal
 
     copy = tmp_path / "causal"

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from omnivoice_build.equivalence import GREEDY
+from omnivoice_rt.engine.prompt import build_prompt
 from omnivoice_rt.model import PRESETS, GenerationSettings, OmniVoiceONNX
-from omnivoice_rt.prompt import build_prompt
 
 TEXT = "Hello world, this is a test."
 
@@ -115,7 +115,7 @@ def test_frames_run_alone_equal_the_full_forward(fp32_voice, reference):
     """A FrameCache after a full forward, told that some frames changed (their codes as last seen
     are wiped): running those frames alone, at their positions, against the kept keys and values
     of every other position gives the full forward's hidden states and keys and values."""
-    from omnivoice_rt.forward import FrameCache
+    from omnivoice_rt.engine.forward import FrameCache
 
     voice, target_len = fp32_voice, 40
     ref_codes = np.random.default_rng(1).integers(0, 1024, (8, 30)) if reference else None
@@ -143,7 +143,7 @@ def test_a_row_of_masks_runs_one_position_with_the_full_forwards_numbers(fp32_vo
     """The unconditional row's first run (every code a mask) runs one position: its hidden states
     and the keys and values it keeps equal those of the whole row run through the graph (float
     rounding apart), and the codes of every preset equal those of running it whole."""
-    from omnivoice_rt.forward import Backbone
+    from omnivoice_rt.engine.forward import Backbone
 
     backbone, target_len = fp32_voice.backbone, 40
     row = backbone.embed(np.full((8, target_len), 1024), np.ones(target_len, dtype=bool))
@@ -199,7 +199,7 @@ def test_a_row_of_masks_runs_one_position_with_the_full_forwards_numbers(fp32_vo
 def test_a_target_only_refresh_equals_the_full_forward_on_the_same_codes(fp32_voice, reference):
     """``frame_refresh_prompt=False``: a refresh runs the target alone after the prompt's kept
     keys and values; on the codes the prompt's were computed with, that is the full forward."""
-    from omnivoice_rt.forward import FrameCache
+    from omnivoice_rt.engine.forward import FrameCache
 
     voice, target_len = fp32_voice, 40
     ref_codes = np.random.default_rng(1).integers(0, 1024, (8, 30)) if reference else None
@@ -217,7 +217,7 @@ def test_a_target_only_refresh_equals_the_full_forward_on_the_same_codes(fp32_vo
 def test_the_logits_of_unchanged_frames_are_kept(fp32_voice, monkeypatch):
     """With the frame cache the heads run only on frames whose hidden states changed: the heads
     of a few frames equal the whole call's, and turbo's codes equal those of heads run on all."""
-    from omnivoice_rt.forward import GuidedForward
+    from omnivoice_rt.engine.forward import GuidedForward
 
     _, _, prefix, target = half_masked_row(fp32_voice)
     hidden, _ = fp32_voice.backbone.llm(target)
@@ -320,7 +320,7 @@ def test_the_frame_cache_forwards_only_the_changed_frames_between_refreshes(fp32
 def test_a_refresh_follows_the_share_of_codes_committed(fp32_voice):
     """With ``cache_refresh_share`` a row runs in full at the first step whose codes differ from
     those of its last full run in that share of all codes: the steps follow from the schedule."""
-    from omnivoice_rt.unmask import schedule
+    from omnivoice_rt.engine.unmask import schedule
 
     total, share = 8 * 50, 0.4
     counts = schedule(total, 12, 0.1)

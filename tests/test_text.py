@@ -13,9 +13,9 @@ from omnivoice.utils import text as up_text
 from omnivoice.utils.duration import RuleDurationEstimator
 from omnivoice.utils.lang_map import LANG_IDS, LANG_NAME_TO_ID
 
-from omnivoice_rt import text
-from omnivoice_rt.audio import cross_fade, fade_and_pad, remove_silence, resample
-from omnivoice_rt.unmask import schedule
+from omnivoice_rt.audio.ops import cross_fade, fade_and_pad, remove_silence, resample
+from omnivoice_rt.engine.unmask import schedule
+from omnivoice_rt.text import chunks, durations, instructs, languages
 
 # Letters of several scripts, digits, spaces, and the punctuation the chunker splits on.
 TEXT = st.lists(
@@ -28,10 +28,10 @@ TEXT = st.lists(
 
 
 def test_language_tables_equal_upstream():
-    assert text.LANG_NAME_TO_ID == LANG_NAME_TO_ID
-    assert text.LANG_IDS == LANG_IDS
+    assert languages.LANG_NAME_TO_ID == LANG_NAME_TO_ID
+    assert languages.LANG_IDS == LANG_IDS
     for language in ["en", "zh", "English", "chinese", "GERMAN", None, "None", ""]:
-        assert text.resolve_language(language) == up._resolve_language(language or None)
+        assert languages.resolve_language(language) == up._resolve_language(language or None)
 
 
 @pytest.mark.parametrize(
@@ -53,14 +53,14 @@ def test_language_tables_equal_upstream():
 def test_language_tags_resolve_by_their_primary_subtag(tag, code):
     from omnivoice_rt.request import Request
 
-    assert text.resolve_language(tag) == code
+    assert languages.resolve_language(tag) == code
     assert Request.from_options({"text": "Hi.", "language": tag}).language == code  # every door
 
 
 @pytest.mark.parametrize("tag", ["xx-YY", "en-", "english-US", "q"])
 def test_a_tag_that_matches_nothing_is_an_unknown_language(tag):
     with pytest.raises(ValueError, match=f"Unknown language '{tag}'"):
-        text.resolve_language(tag)
+        languages.resolve_language(tag)
 
 
 @pytest.mark.parametrize(
@@ -77,7 +77,7 @@ def test_a_tag_that_matches_nothing_is_an_unknown_language(tag):
     ],
 )
 def test_instructs_normalise_like_upstream(instruct, use_zh):
-    assert text.resolve_instruct(instruct, use_zh) == up._resolve_instruct(instruct, use_zh)
+    assert instructs.resolve_instruct(instruct, use_zh) == up._resolve_instruct(instruct, use_zh)
 
 
 @pytest.mark.parametrize(
@@ -85,7 +85,7 @@ def test_instructs_normalise_like_upstream(instruct, use_zh):
 )
 def test_bad_instructs_fail_like_upstream(instruct):
     with pytest.raises(ValueError) as ours:
-        text.resolve_instruct(instruct)
+        instructs.resolve_instruct(instruct)
     with pytest.raises(ValueError) as theirs:
         up._resolve_instruct(instruct)
     assert str(ours.value) == str(theirs.value)
@@ -94,7 +94,7 @@ def test_bad_instructs_fail_like_upstream(instruct):
 @settings(max_examples=200, deadline=None)
 @given(TEXT, st.integers(min_value=1, max_value=120))
 def test_chunking_equals_upstream(sample, chunk_len):
-    assert text.chunk_text_punctuation(sample, chunk_len, 3) == up_text.chunk_text_punctuation(
+    assert chunks.chunk_text_punctuation(sample, chunk_len, 3) == up_text.chunk_text_punctuation(
         sample, chunk_len, 3
     )
 
@@ -102,8 +102,8 @@ def test_chunking_equals_upstream(sample, chunk_len):
 @settings(max_examples=200, deadline=None)
 @given(TEXT, st.one_of(st.none(), TEXT))
 def test_prompt_text_and_punctuation_equal_upstream(sample, ref):
-    assert text.combine_text(sample, ref) == up._combine_text(sample, ref)
-    assert text.add_punctuation(sample) == up_text.add_punctuation(sample)
+    assert chunks.combine_text(sample, ref) == up._combine_text(sample, ref)
+    assert chunks.add_punctuation(sample) == up_text.add_punctuation(sample)
 
 
 @settings(max_examples=200, deadline=None)
@@ -114,7 +114,7 @@ def test_duration_estimate_equals_upstream(sample, ref, ref_frames, speed):
     expected = up.OmniVoice._estimate_target_tokens(
         model, sample, ref, ref_frames if ref else None, speed
     )
-    assert text.estimate_frames(sample, ref, ref_frames if ref else None, speed) == expected
+    assert durations.estimate_frames(sample, ref, ref_frames if ref else None, speed) == expected
 
 
 def test_schedule_equals_upstream():
@@ -182,6 +182,6 @@ def test_audio_helpers_equal_upstream():
     ],
 )
 def test_complete_sentences_of_a_text_still_arriving(text, sentences, rest):
-    from omnivoice_rt.text import complete_sentences
+    from omnivoice_rt.text.chunks import complete_sentences
 
     assert complete_sentences(text) == (sentences, rest)

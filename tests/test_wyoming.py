@@ -18,7 +18,7 @@ from wyoming.info import Describe, Info
 from wyoming.tts import SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
 
 from omnivoice_build.equivalence import write_reference
-from omnivoice_rt.formats import pcm16
+from omnivoice_rt.audio.formats import pcm16
 from omnivoice_rt.model import OmniVoiceONNX
 from omnivoice_rt.request import DOOR_PRESET, Request
 from omnivoice_rt.server.voices import DESIGNED_VOICES
@@ -558,7 +558,7 @@ def test_a_later_sentence_is_planned_exactly_as_many_frames_as_it_would_have_alo
     int(duration * frame_rate), exactly the frames upstream's estimate gives that sentence alone
     (frames / frame_rate alone falls a frame short for some counts: 29 at 25 Hz gave 28)."""
     from omnivoice_rt.server.wyoming_door import build_request
-    from omnivoice_rt.text import estimate_frames
+    from omnivoice_rt.text.durations import estimate_frames
 
     first = VoicePrompt(codes=np.zeros((8, 10), dtype=np.int64), text="Hi.", rms=0.1)
     for words in range(1, 80):

@@ -20,6 +20,7 @@ import threading
 
 import gradio as gr
 
+from omnivoice_rt.artifacts.profiles import PROFILES
 from omnivoice_rt.limits import (
     HEADER_TIMEOUT_S,
     MAX_HTTP_CONNECTIONS,
@@ -28,7 +29,6 @@ from omnivoice_rt.limits import (
     MAX_WYOMING_CONNECTIONS,
     WYOMING_IDLE_S,
 )
-from omnivoice_rt.profiles import PROFILES
 from omnivoice_rt.server import connections, gradio_guard
 from omnivoice_rt.server.models import offered_precisions
 from omnivoice_rt.server.page import PAGE_CSS, build_demo

@@ -12,12 +12,9 @@ import threading
 import time
 from pathlib import Path
 
-from omnivoice_rt.asr import Transcriber
-from omnivoice_rt.errors import ArtifactError
-from omnivoice_rt.hub import available_precisions, fetch, repo_of
-from omnivoice_rt.manifest import PROFILE_DIRS, GraphEntry, load_manifest, safe_join
-from omnivoice_rt.model import OmniVoiceONNX
-from omnivoice_rt.profiles import (
+from omnivoice_rt.artifacts.hub import available_precisions, fetch, repo_of
+from omnivoice_rt.artifacts.manifest import PROFILE_DIRS, GraphEntry, load_manifest, safe_join
+from omnivoice_rt.artifacts.profiles import (
     PROFILES,
     PUBLISHED,
     ROLE_NAMES,
@@ -25,7 +22,10 @@ from omnivoice_rt.profiles import (
     folder_file,
     weights_of,
 )
-from omnivoice_rt.sessions import cuda_available
+from omnivoice_rt.audio.asr import Transcriber
+from omnivoice_rt.engine.sessions import cuda_available
+from omnivoice_rt.errors import ArtifactError
+from omnivoice_rt.model import OmniVoiceONNX
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Numbers read as words for the server: in a worker process of its own, a piece at a time.
 
-Reading numbers as words (``omnivoice_rt.normalize``) is C++ work (kaldifst) that holds the
+Reading numbers as words (``omnivoice_rt.text.normalize``) is C++ work (kaldifst) that holds the
 interpreter lock for as long as a piece takes and grows memory with its length: in the server's
 process one long numeric text froze every door for 40 s and kept gigabytes. Here it runs in one
 worker process (this file, run as a script; started at the first need):
@@ -31,11 +31,11 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
-from omnivoice_rt import normalize
 from omnivoice_rt.errors import SynthesisError
 from omnivoice_rt.limits import MAX_TEXT_CHARS
 from omnivoice_rt.server.line import Line
 from omnivoice_rt.server.memory import release_memory
+from omnivoice_rt.text import normalize
 
 logger = logging.getLogger(__name__)
 

@@ -29,11 +29,11 @@ from urllib.parse import urlsplit
 
 import anyio
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import StreamingResponse
 from starlette.requests import ClientDisconnect
 
-from omnivoice_rt.errors import ArtifactError, Busy, Cancelled, SynthesisError
-from omnivoice_rt.formats import FORMATS, AudioWriter, available_formats
+from omnivoice_rt.audio.formats import FORMATS, AudioWriter, available_formats
+from omnivoice_rt.errors import Cancelled
 from omnivoice_rt.limits import BODY_TIMEOUT_S, MAX_SPEED, MIN_SPEED, SEND_TIMEOUT_S
 from omnivoice_rt.request import (
     DOOR_NORMALIZE_TEXT,
@@ -43,9 +43,12 @@ from omnivoice_rt.request import (
     check_text,
 )
 from omnivoice_rt.request import Request as SynthesisRequest
+from omnivoice_rt.server.api_errors import ApiError, api_error
 from omnivoice_rt.server.serving import Service, resolve_seed
 from omnivoice_rt.server.voices import AUTO_VOICE, DESIGNED_VOICES, VoiceLibrary
-from omnivoice_rt.text import quoted, resolve_instruct, resolve_language
+from omnivoice_rt.server.voices_api import voice_routes
+from omnivoice_rt.text.instructs import resolve_instruct
+from omnivoice_rt.text.languages import quoted, resolve_language
 
 logger = logging.getLogger(__name__)
 
@@ -54,61 +57,6 @@ OPENAI_VOICES = DESIGNED_VOICES  # OpenAI's voice names, as voice designs
 OPENAI_MODELS = {"tts-1": "fast", "gpt-4o-mini-tts": DOOR_PRESET, "tts-1-hd": "best"}
 MODEL = "omnivoice"  # the server's default precision and preset; "omnivoice-int8" and so on name a precision
 MAX_BODY_BYTES = 1 << 20  # a request body: 10,000 characters of text are at most 40 kB of JSON
-
-
-class ApiError(Exception):
-    """An error in OpenAI's shape: {"error": {"message", "type", "param", "code"}} with its status."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        param: str | None = None,
-        code: str | None = None,
-        kind: str = "invalid_request_error",
-    ):
-        super().__init__(message)
-        self.status, self.message, self.param, self.code, self.kind = (
-            status,
-            message,
-            param,
-            code,
-            kind,
-        )
-
-    def response(self) -> JSONResponse:
-        body = {
-            "error": {
-                "message": self.message,
-                "type": self.kind,
-                "param": self.param,
-                "code": self.code,
-            }
-        }
-        headers = {"Retry-After": "30"} if self.status == 429 else None
-        return JSONResponse(body, status_code=self.status, headers=headers)
-
-
-def api_error(exc: Exception) -> ApiError:
-    """The runtime's error vocabulary in OpenAI's words."""
-    if isinstance(exc, ApiError):
-        return exc
-    if isinstance(exc, Cancelled):  # the client went away: nobody reads this answer
-        return ApiError(499, str(exc), code="client_closed_request")
-    if isinstance(exc, Busy):
-        return ApiError(429, str(exc), code="server_busy", kind="rate_limit_error")
-    if isinstance(exc, ArtifactError):
-        return ApiError(
-            503, f"The model cannot be loaded: {exc}", code="model_unavailable", kind="server_error"
-        )
-    if isinstance(exc, SynthesisError):
-        return ApiError(500, str(exc), kind="server_error")
-    if isinstance(exc, (ValueError, FileNotFoundError)):
-        return ApiError(400, str(exc))
-    logger.exception("unexpected error in /v1/audio/speech")
-    return ApiError(
-        500, "The server failed on this request; its log has the detail.", kind="server_error"
-    )
 
 
 @dataclass
@@ -338,8 +286,6 @@ class OpenAIDoor:
         return router
 
     def install(self, app: FastAPI) -> None:
-        from omnivoice_rt.server.voices_api import voice_routes
-
         app.include_router(self.router())
         app.include_router(voice_routes(self))
         app.add_middleware(SameSiteWrites)

@@ -24,25 +24,21 @@ from types import SimpleNamespace
 import gradio as gr
 import numpy as np
 
+from omnivoice_rt.artifacts.profiles import PROFILES
+from omnivoice_rt.audio.formats import pcm16
+from omnivoice_rt.engine.kernels import KERNELS
 from omnivoice_rt.errors import REPORTED, Cancelled
-from omnivoice_rt.formats import pcm16
 from omnivoice_rt.limits import (
     MAX_STEPS,
 )
-from omnivoice_rt.matmul import KERNELS
 from omnivoice_rt.model import Speech
-from omnivoice_rt.profiles import PROFILES
 from omnivoice_rt.request import DOOR_PRESET, PRESETS, Request
 from omnivoice_rt.server.models import graphs_size, offered_precisions
 from omnivoice_rt.server.serving import DEFAULTS, Config, Service, resolve_seed
 from omnivoice_rt.server.voices import VoiceLibrary
-from omnivoice_rt.text import (
-    INSTRUCT_EXCLUSIVE,
-    LANG_NAME_TO_ID,
-    NONVERBAL_TAGS,
-    check_string,
-    language_display_name,
-)
+from omnivoice_rt.text.chunks import NONVERBAL_TAGS
+from omnivoice_rt.text.instructs import INSTRUCT_EXCLUSIVE
+from omnivoice_rt.text.languages import LANG_NAME_TO_ID, check_string, language_display_name
 
 logger = logging.getLogger(__name__)
 

@@ -128,7 +128,7 @@ class Service:
             "max_waiting": self.line.max_waiting,
             "offered": list(self.models.offered),
             "loaded": sorted(self.models.loaded),
-            # the kernel each loaded precision's LLM multiplies with, and why (omnivoice_rt.matmul)
+            # the kernel each loaded precision's LLM multiplies with, and why (omnivoice_rt.engine.matmul)
             "kernels": {
                 precision: {"kernel": voice.matmul[0], "why": voice.matmul[1]}
                 for precision, voice in sorted(self.models.loaded.items())

@@ -31,7 +31,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from omnivoice_rt.limits import MAX_PROMPT_FILE_BYTES
-from omnivoice_rt.text import check_string, resolve_instruct, resolve_language
+from omnivoice_rt.text.instructs import resolve_instruct
+from omnivoice_rt.text.languages import check_string, resolve_language
 from omnivoice_rt.voice_prompt import VoicePrompt
 
 logger = logging.getLogger(__name__)

@@ -21,6 +21,7 @@ from fastapi import APIRouter, Request
 from starlette.requests import ClientDisconnect
 
 from omnivoice_rt.limits import MAX_TRANSCRIPT_CHARS, UPLOAD_TIMEOUT_S
+from omnivoice_rt.server.api_errors import ApiError, api_error
 from omnivoice_rt.server.voices import VoiceEntry, VoiceNameError
 from omnivoice_rt.voice_prompt import VoicePrompt
 
@@ -34,8 +35,6 @@ def listed(entry: VoiceEntry) -> dict:
 
 def voice_routes(door) -> APIRouter:
     """The routes over an ``OpenAIDoor`` (its service, library, key and threads)."""
-    from omnivoice_rt.server.openai_api import ApiError, api_error
-
     library, service = door.library, door.service
     router = APIRouter(prefix="/v1")
 

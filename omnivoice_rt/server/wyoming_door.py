@@ -49,8 +49,8 @@ from wyoming.tts import (
 )
 
 from omnivoice_rt import __version__
+from omnivoice_rt.audio.formats import pcm16
 from omnivoice_rt.errors import ArtifactError, Busy, Cancelled, SynthesisError
-from omnivoice_rt.formats import pcm16
 from omnivoice_rt.limits import (
     MAX_TEXT_CHARS,
     MAX_WYOMING_CONNECTIONS,
@@ -61,13 +61,9 @@ from omnivoice_rt.request import DOOR_NORMALIZE_TEXT, DOOR_PRESET, Request, chec
 from omnivoice_rt.server.connections import closed_connection, refused_connection
 from omnivoice_rt.server.serving import Service, resolve_seed
 from omnivoice_rt.server.voices import VoiceLibrary
-from omnivoice_rt.text import (
-    LANG_IDS,
-    TAG_ALIASES,
-    complete_sentences,
-    estimate_frames,
-    resolve_language,
-)
+from omnivoice_rt.text.chunks import complete_sentences
+from omnivoice_rt.text.durations import estimate_frames
+from omnivoice_rt.text.languages import LANG_IDS, TAG_ALIASES, resolve_language
 from omnivoice_rt.voice_prompt import VoicePrompt
 
 logger = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """The Higgs Audio V2 codec from its four ONNX graphs: 24 kHz audio <-> (8, frames) codes.
 
 Each graph is fed by the names and shapes of the signature it was bound by
-(:mod:`omnivoice_rt.signatures`): a waveform input gets the rank its graph declares, a semantic
+(:mod:`omnivoice_rt.artifacts.signatures`): a waveform input gets the rank its graph declares, a semantic
 encoder that asks for ``waveform_16k`` gets the audio resampled to 16 kHz here (with torchaudio's
 kernel, so the codes equal upstream's), the two feature streams are cut to the shorter one, and
 codes are laid out as (C,1,T) or (1,C,T).
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from omnivoice_rt.audio import SAMPLE_RATE, resample
+from omnivoice_rt.audio.ops import SAMPLE_RATE, resample
 from omnivoice_rt.errors import ArtifactError
 
 

@@ -10,16 +10,23 @@ writes them, so the output folder need not be shared.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
 
 def ray_results(
-    items: list, source, precision: str, workers: int, address: str, threads: int | None
+    synthesizer: Callable,
+    items: list,
+    source,
+    precision: str,
+    workers: int,
+    address: str,
+    threads: int | None,
 ) -> Iterator:
-    """(record, wav bytes) for each item, as the actors finish them.
+    """(record, wav bytes) for each item, as the actors finish them; each actor holds one
+    ``synthesizer(source, precision, threads)`` (``batch.Synthesizer``), which takes an item.
 
     ``address``: ``auto`` (the cluster this machine belongs to), ``local`` (a cluster of this
     machine alone, started and stopped with the run), or ``HOST:PORT`` of a cluster's head.
@@ -53,7 +60,9 @@ def ray_results(
         per_actor = threads or max(1, cpus // actors)
         logger.info("Ray: %d actors of %d CPUs on a cluster of %d CPUs", actors, per_actor, cpus)
         remote = ray.remote(num_cpus=per_actor)(_Actor)
-        pool = ActorPool([remote.remote(source, precision, per_actor) for _ in range(actors)])
+        pool = ActorPool(
+            [remote.remote(synthesizer, source, precision, per_actor) for _ in range(actors)]
+        )
         yield from pool.map_unordered(lambda actor, item: actor.run.remote(item), items)
     finally:
         ray.shutdown()  # the driver leaves; a cluster started elsewhere keeps running
@@ -62,10 +71,8 @@ def ray_results(
 class _Actor:
     """One model on a Ray worker."""
 
-    def __init__(self, source, precision, threads):
-        from omnivoice_rt.batch import Synthesizer
-
-        self.synthesize = Synthesizer(source, precision, threads)
+    def __init__(self, synthesizer, source, precision, threads):
+        self.synthesize = synthesizer(source, precision, threads)
 
     def run(self, item):
         return self.synthesize(item)

@@ -2,7 +2,7 @@
 
 ``load_graphs(root, "int4")`` reads the manifest (ours, or one described from the published
 layout), checks that the files it needs are there (optionally their hashes), opens every graph
-once, binds each to its role by its input and output names (:mod:`omnivoice_rt.signatures`),
+once, binds each to its role by its input and output names (:mod:`omnivoice_rt.artifacts.signatures`),
 picks a codec that loads and decodes to finite samples (the published ``audio_tokenizer/fp16/``
 may not), and refuses an LLM that attends causally.
 """
@@ -13,9 +13,8 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from omnivoice_rt.bidirectional import check_bidirectional
-from omnivoice_rt.errors import SynthesisError
-from omnivoice_rt.manifest import (
+from omnivoice_rt.artifacts.bidirectional import check_bidirectional
+from omnivoice_rt.artifacts.manifest import (
     ArtifactError,
     CodecEntry,
     Manifest,
@@ -23,8 +22,9 @@ from omnivoice_rt.manifest import (
     safe_join,
     verify_files,
 )
-from omnivoice_rt.matmul import KERNELS
-from omnivoice_rt.signatures import CODEC_ROLES, Port, Signature, bind, ports_of_session
+from omnivoice_rt.artifacts.signatures import CODEC_ROLES, Port, Signature, bind, ports_of_session
+from omnivoice_rt.engine.kernels import KERNELS
+from omnivoice_rt.errors import SynthesisError
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ def session_options(threads: int | None = None, config: dict[str, str] | None = 
 def open_session(
     path: Path, providers: list[str], threads: int | None = None, matmul: str = "fp32"
 ):
-    """An ONNX Runtime session; ``matmul``: the kernel of its products (:mod:`omnivoice_rt.matmul`),
+    """An ONNX Runtime session; ``matmul``: the kernel of its products (:mod:`omnivoice_rt.engine.matmul`),
     whose session settings it takes."""
     import onnxruntime as ort
 
@@ -139,7 +139,7 @@ def load_codec(
 ):
     """The codec whose four graphs ``spec`` lists; ``ArtifactError`` when one does not load or the
     decoder gives NaN."""
-    from omnivoice_rt.codec import Codec
+    from omnivoice_rt.engine.codec import Codec
 
     graphs = {
         role: open_graph(role, safe_join(root, spec.graphs[role].file), providers, threads)
@@ -199,7 +199,7 @@ def load_graphs(
     """``(graphs, codec)``: the three main graphs of ``precision`` keyed by role, and the codec.
 
     ``overrides`` maps a role to another file to load instead (a repaired LLM, a rewritten graph);
-    ``matmul`` is the kernel of their products (:mod:`omnivoice_rt.matmul`)."""
+    ``matmul`` is the kernel of their products (:mod:`omnivoice_rt.engine.matmul`)."""
     root = Path(root)
     manifest = manifest or load_manifest(root)
     needed = manifest.files_of(precision)

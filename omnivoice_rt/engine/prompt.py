@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from omnivoice_rt.text import NONVERBAL_PATTERN, combine_text
+from omnivoice_rt.text.chunks import NONVERBAL_PATTERN, combine_text
 
 
 class TextTokenizer:

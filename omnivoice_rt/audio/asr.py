@@ -19,11 +19,11 @@ import logging
 import os
 from pathlib import Path
 
-from omnivoice_rt import audio as audio_ops
+from omnivoice_rt.artifacts.hub import Progress, download
+from omnivoice_rt.audio import ops as audio_ops
 from omnivoice_rt.errors import ArtifactError
-from omnivoice_rt.hub import Progress, download
 from omnivoice_rt.limits import MAX_REFERENCE_S
-from omnivoice_rt.text import TAG_ALIASES, resolve_language
+from omnivoice_rt.text.languages import TAG_ALIASES, resolve_language
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ class Transcriber:
         else:
             raise ArtifactError(
                 f"the speech recogniser in {folder} lacks {', '.join(first_missing)}: it must be an "
-                f"onnx-community Whisper export (see omnivoice_rt/asr.py); or {ASR_HINT}"
+                f"onnx-community Whisper export (see omnivoice_rt/audio/asr.py); or {ASR_HINT}"
             )
         try:
             model = onnx_asr.load_model("whisper", folder, quantization=variant or None)

@@ -45,8 +45,13 @@ from functools import cached_property
 
 import numpy as np
 
-from omnivoice_rt.bidirectional import llm_feeds, present_names, rotary_tables, rotate_keys
-from omnivoice_rt.prompt import Prompt
+from omnivoice_rt.artifacts.bidirectional import (
+    llm_feeds,
+    present_names,
+    rotary_tables,
+    rotate_keys,
+)
+from omnivoice_rt.engine.prompt import Prompt
 from omnivoice_rt.request import GenerationSettings
 
 logger = logging.getLogger(__name__)

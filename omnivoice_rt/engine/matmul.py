@@ -3,7 +3,7 @@
 The int4 and int8 graphs multiply with MatMulNBits, in one of two modes: ``int8`` (as the graphs
 ask, accuracy level 4: each block of 32 activations of a row rounded to int8, integer kernels) or
 ``fp32`` (ONNX Runtime's ``mlas.qnbit.force_fp32``: the weights dequantized, nothing else rounded).
-Either can also be rewritten onto ONNX Runtime's integer GEMM (:mod:`omnivoice_rt.qgemm`, int8
+Either can also be rewritten onto ONNX Runtime's integer GEMM (:mod:`omnivoice_rt.engine.qgemm`, int8
 weights per column requantized from the same weights), several times faster where the CPU has AMX
 or VNNI: ``qgemm-row`` rounds each token's activations with its own scale, ``qgemm`` all of a
 call's with one (``DynamicQuantizeMatMul``, the fastest, the most exposed to activations far
@@ -26,42 +26,18 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from omnivoice_rt.profiles import block_quantization
+from omnivoice_rt.engine import qgemm
+from omnivoice_rt.engine.kernels import AUTO, CHOICES, KERNELS, nbits
+from omnivoice_rt.engine.sessions import session_options
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Kernel:
-    name: str
-    rounding: str | None  # qgemm's rounding of the activations; None: the graph's MatMulNBits
-    summary: str
-    config: dict[str, str] = field(default_factory=dict)  # session settings
-
-
-# From the most accurate to the least: auto takes the first within MARGIN of the fastest.
-KERNELS = {
-    kernel.name: kernel
-    for kernel in (
-        Kernel(
-            "fp32",
-            None,
-            "MatMulNBits, weights dequantized and multiplied in fp32",
-            {"mlas.qnbit.force_fp32": "1"},
-        ),
-        Kernel("int8", None, "MatMulNBits, activations rounded to int8 per block of 32"),
-        Kernel("qgemm-row", "row", "integer GEMM, int8 weights, activations rounded per token"),
-        Kernel("qgemm", "tensor", "integer GEMM, int8 weights, activations rounded per call"),
-    )
-}
-CHOICES = ("auto", *KERNELS)
-AUTO = ("fp32", "int8", "qgemm-row")  # what auto chooses among
 # A kernel is taken when its time, averaged over SHAPES relative to the fastest at each, is at
 # most MARGIN times the fastest kernel's.
 MARGIN = 1.1
@@ -108,14 +84,6 @@ def fallback(llm: Path, threads: int | None) -> str:
         return "fp32"
     times = measure(*quantized, threads, AUTO)  # the measurement auto made, if it did
     return choose({k: v for k, v in times.items() if KERNELS[k].rounding is None})[0]
-
-
-@lru_cache(maxsize=8)
-def nbits(path: str) -> tuple[int, int] | None:
-    """(bits, block size) of a graph's first MatMulNBits, or None (external data left unread)."""
-    import onnx
-
-    return block_quantization(onnx.load(path, load_external_data=False), ("MatMulNBits",))
 
 
 def nbits_model(m: int, k: int, n: int, bits: int, block: int, seed: int = 0):
@@ -167,9 +135,6 @@ def measure(
     (a shared VM) moves them alike. A kernel whose graph cannot be made here is left out."""
     import onnxruntime as ort
 
-    from omnivoice_rt.qgemm import rewrite_model
-    from omnivoice_rt.sessions import session_options  # sessions imports this module
-
     rng = np.random.default_rng(0)
     sessions, feeds, failed = {}, [], set()
     for i, (m, k, n) in enumerate(SHAPES):
@@ -179,7 +144,7 @@ def measure(
             model = nbits_model(m, k, n, bits, block, seed=i)
             try:
                 if KERNELS[name].rounding:
-                    rewrite_model(model, KERNELS[name].rounding)
+                    qgemm.rewrite_model(model, KERNELS[name].rounding)
                 sessions[name, i] = ort.InferenceSession(
                     model.SerializeToString(),
                     session_options(threads, KERNELS[name].config),

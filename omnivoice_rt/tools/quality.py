@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from omnivoice_rt import audio as audio_ops
+from omnivoice_rt.audio import ops as audio_ops
 from omnivoice_rt.errors import ArtifactError
 
 logger = logging.getLogger(__name__)
@@ -127,7 +127,7 @@ class SpeakerEncoder:
                     f"speaker model {source!r}: give a local .onnx file or REPO:FILE.onnx on the Hub "
                     f"(default {DEFAULT_SPEAKER_MODEL})"
                 )
-            from omnivoice_rt.hub import download
+            from omnivoice_rt.artifacts.hub import download
 
             path = download(repo, [name], hint="give a local .onnx file") / name
         options = ort.SessionOptions()

@@ -18,7 +18,7 @@ the graph multiplied by before):
 
 The activations of a graph in fp16 are cast to fp32 around the integer kernels. Before the LLM's
 weights are requantized, the outlier channels of the activations that RMSNorms feed are moved
-into them (SmoothQuant, :mod:`omnivoice_rt.smooth`; ``OMNIVOICE_SMOOTH=0`` turns it off).
+into them (SmoothQuant, :mod:`omnivoice_rt.engine.smooth`; ``OMNIVOICE_SMOOTH=0`` turns it off).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-# What a rewritten graph holds, in its cache key (omnivoice_rt.derived): bump on any change here.
+# What a rewritten graph holds, in its cache key (omnivoice_rt.artifacts.derived): bump on any change here.
 VERSION = 2  # 2: the LLM's activations smoothed
 ROUNDINGS = ("tensor", "row")
 # A MatMul by a constant float weight is rewritten from this many weights on (the LLM's
@@ -248,7 +248,7 @@ def product_weights(g: _Graph, node) -> np.ndarray:
 def _smoothing(g: _Graph, peaks: dict) -> dict:
     """SmoothQuant's factors of each RMSNorm output of ``peaks`` read by products alone, folded
     into the norm's weight here (the products' weights take them as they are rewritten)."""
-    from omnivoice_rt.smooth import factors, smoothable
+    from omnivoice_rt.engine.smooth import factors, smoothable
 
     scales = {}
     for tensor, (weight, users) in smoothable(
@@ -268,7 +268,7 @@ def _smoothing(g: _Graph, peaks: dict) -> dict:
 def rewrite_model(model, rounding: str, peaks: dict | None = None) -> int:
     """Rewrite ``model`` (an ``onnx.ModelProto`` with its weights loaded) in place: each product of
     :func:`is_product` becomes the integer kernel of ``rounding`` (``tensor`` or ``row``); with
-    ``peaks`` (an RMSNorm output's activations' peak per channel, :mod:`omnivoice_rt.smooth`),
+    ``peaks`` (an RMSNorm output's activations' peak per channel, :mod:`omnivoice_rt.engine.smooth`),
     the outlier channels of those inputs move into the weights first. Returns how many products
     were rewritten; ``RewriteError`` when none could be."""
     from onnx import TensorProto, helper
@@ -321,7 +321,7 @@ def rewrite_file(src: Path, dst: Path, rounding: str, peaks: dict | None = None)
     ``<dst name>.data`` beside it."""
     import onnx
 
-    from omnivoice_rt.bidirectional import load_with_weights
+    from omnivoice_rt.artifacts.bidirectional import load_with_weights
 
     model = load_with_weights(Path(src))
     count = rewrite_model(model, rounding, peaks)
@@ -337,7 +337,7 @@ def rewrite_file(src: Path, dst: Path, rounding: str, peaks: dict | None = None)
 
 
 def smoothing() -> bool:
-    """Whether the LLM's rewrite smooths its activations (:mod:`omnivoice_rt.smooth`):
+    """Whether the LLM's rewrite smooths its activations (:mod:`omnivoice_rt.engine.smooth`):
     ``OMNIVOICE_SMOOTH`` 1 (the default) or 0."""
     value = os.environ.get("OMNIVOICE_SMOOTH", "1").strip()
     if value not in ("0", "1"):
@@ -350,12 +350,12 @@ def integer_graphs(root: Path, manifest, precision: str, overrides: dict, kernel
     other graph of the profile with MatMulNBits (the published int4 heads), each rewritten from
     the graph that would load (the repaired LLM where there is one), the LLM's activations
     smoothed (:func:`smoothing`), made at the first load and kept beside the repaired LLM
-    (:mod:`omnivoice_rt.derived`). ``RewriteError`` when a graph cannot be rewritten,
+    (:mod:`omnivoice_rt.artifacts.derived`). ``RewriteError`` when a graph cannot be rewritten,
     ``ArtifactError`` when it cannot be written."""
-    from omnivoice_rt.derived import derived, source_key
-    from omnivoice_rt.hub import repair_storage
-    from omnivoice_rt.matmul import KERNELS, nbits
-    from omnivoice_rt.sessions import graph_path
+    from omnivoice_rt.artifacts.derived import derived, source_key
+    from omnivoice_rt.artifacts.hub import repair_storage
+    from omnivoice_rt.engine.kernels import KERNELS, nbits
+    from omnivoice_rt.engine.sessions import graph_path
 
     rounding = KERNELS[kernel].rounding
     smooth = smoothing()
@@ -393,7 +393,7 @@ def calibrate(
     copy made in the folder ``work``."""
     import onnx
 
-    from omnivoice_rt.smooth import calibration_embeddings, peaks, smoothable
+    from omnivoice_rt.engine.smooth import calibration_embeddings, peaks, smoothable
 
     graph = onnx.load(str(source), load_external_data=False)
     initializers = {t.name: t for t in graph.graph.initializer}

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import soundfile as sf
 
+from omnivoice_rt.audio.formats import pcm16
 from omnivoice_rt.errors import REPORTED
-from omnivoice_rt.formats import pcm16
 from omnivoice_rt.request import DOOR_NORMALIZE_TEXT, DOOR_PRESET, FILE_OPTIONS, Request
 
 logger = logging.getLogger(__name__)
@@ -127,8 +127,8 @@ def model_identity(source, precision: str) -> str:
     """What names the model in a digest: a folder's manifest (its files' sizes and hashes) or a
     Hub repo's id (a new upload of the same repo is not noticed: pass --model-dir REPO@REVISION's
     folder, or delete the outputs, to redo)."""
-    from omnivoice_rt.hub import repo_of
-    from omnivoice_rt.manifest import MANIFEST_NAME
+    from omnivoice_rt.artifacts.hub import repo_of
+    from omnivoice_rt.artifacts.manifest import MANIFEST_NAME
 
     if source and Path(source).is_dir():
         manifest = Path(source) / MANIFEST_NAME
@@ -281,9 +281,9 @@ def results(
     if not items:
         return iter(())
     if ray:
-        from omnivoice_rt.batch_ray import ray_results
+        from omnivoice_rt.tools.batch_ray import ray_results
 
-        return ray_results(items, source, precision, workers, ray, threads)
+        return ray_results(Synthesizer, items, source, precision, workers, ray, threads)
     if workers <= 1:
         synthesize = Synthesizer(source, precision, threads)
         return (synthesize(item) for item in items)

@@ -3,7 +3,7 @@ how the runtime would use it, without loading the model.
 
 For each graph: its file and size, its inputs and outputs, and the signature it binds by (or
 why none fits); for the LLM, whether it attends both ways or would be repaired, and where to, and
-the kernel it would multiply with on this CPU (:mod:`omnivoice_rt.matmul`);
+the kernel it would multiply with on this CPU (:mod:`omnivoice_rt.engine.matmul`);
 for each codec folder, which precisions try it and whether it loads. From the Hub only the
 graphs are fetched, not their external weights (sizes come from the repo's file list), so this
 is the cheap first thing to run when the published repository changes.
@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omnivoice_rt.bidirectional import GQA, declares_causal
-from omnivoice_rt.errors import ArtifactError
-from omnivoice_rt.hub import fetch, remote_files, repair_storage, repo_of
-from omnivoice_rt.manifest import (
+from omnivoice_rt.artifacts.bidirectional import GQA, declares_causal
+from omnivoice_rt.artifacts.hub import fetch, remote_files, repair_storage, repo_of
+from omnivoice_rt.artifacts.manifest import (
     CODEC_DIR,
     CODEC_VARIANTS,
     FOUND,
@@ -25,11 +24,12 @@ from omnivoice_rt.manifest import (
     load_manifest,
     safe_join,
 )
-from omnivoice_rt.matmul import KERNELS
-from omnivoice_rt.matmul import resolve as resolve_matmul
-from omnivoice_rt.profiles import ROLE_NAMES, weights_of
-from omnivoice_rt.sessions import open_graph
-from omnivoice_rt.signatures import CODEC_ROLES, bind, ports_of_graph
+from omnivoice_rt.artifacts.profiles import ROLE_NAMES, weights_of
+from omnivoice_rt.artifacts.signatures import CODEC_ROLES, bind, ports_of_graph
+from omnivoice_rt.engine.kernels import KERNELS
+from omnivoice_rt.engine.matmul import resolve as resolve_matmul
+from omnivoice_rt.engine.sessions import open_graph
+from omnivoice_rt.errors import ArtifactError
 
 
 def _size(folder: Path, relative: str, remote: dict[str, int] | None) -> int | None:

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from omnivoice_rt.engine.prompt import TextTokenizer, text_ids
 from omnivoice_rt.errors import ArtifactError
-from omnivoice_rt.prompt import TextTokenizer, text_ids
 from omnivoice_rt.request import GenerationSettings
-from omnivoice_rt.text import chunk_text_punctuation, estimate_frames
+from omnivoice_rt.text.chunks import chunk_text_punctuation
+from omnivoice_rt.text.durations import estimate_frames
 
 
 @dataclass

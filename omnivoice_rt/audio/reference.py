@@ -14,10 +14,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from omnivoice_rt import audio as audio_ops
-from omnivoice_rt.asr import Transcriber
+from omnivoice_rt.audio import ops as audio_ops
+from omnivoice_rt.audio.asr import Transcriber
 from omnivoice_rt.limits import MAX_REFERENCE_S, MAX_TRANSCRIPT_CHARS, MIN_REFERENCE_S
-from omnivoice_rt.text import add_punctuation, check_string
+from omnivoice_rt.text.chunks import add_punctuation
+from omnivoice_rt.text.languages import check_string
 from omnivoice_rt.voice_prompt import VoicePrompt
 
 logger = logging.getLogger(__name__)

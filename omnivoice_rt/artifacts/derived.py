@@ -1,5 +1,5 @@
 """Graphs the runtime derives from an artifact folder and keeps: the repaired LLM
-(:mod:`omnivoice_rt.bidirectional`) and the integer GEMM rewrite (:mod:`omnivoice_rt.qgemm`).
+(:mod:`omnivoice_rt.artifacts.bidirectional`) and the integer GEMM rewrite (:mod:`omnivoice_rt.engine.qgemm`).
 
 A derived graph lives in a folder of its own, ``<storage>/<name>-<key>/``, where ``key`` hashes the
 source graph (its bytes and its weights' identity) and the version of what derives it
@@ -22,7 +22,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from omnivoice_rt.manifest import ArtifactError
+from omnivoice_rt.artifacts.manifest import ArtifactError
 
 logger = logging.getLogger(__name__)
 

@@ -51,12 +51,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from omnivoice_rt.errors import Busy, Cancelled, SynthesisError
-from omnivoice_rt.text import ZH_RE, check_string, resolve_language
+from omnivoice_rt.text.instructs import ZH_RE
+from omnivoice_rt.text.languages import check_string, resolve_language
 
 logger = logging.getLogger(__name__)
 
 WETEXTPROCESSING = "1.2.0"  # the release whose FSTs these are
-FST_DIR = Path(__file__).parent / "data" / "tn"
+FST_DIR = Path(__file__).parents[1] / "data" / "tn"
 # WeTextProcessing's TokenParser orders: a token's fields are verbalized in this order.
 _ZH_ORDERS = {
     "date": ["year", "month", "day"],

@@ -83,8 +83,8 @@ def factors(peak: np.ndarray, weight_peak: np.ndarray) -> np.ndarray:
 
 def calibration_embeddings(root: Path, manifest, precision: str, overrides: dict) -> list:
     """The LLM's input for ``CALIBRATION``'s prompts: each masked, and with random codes."""
-    from omnivoice_rt.prompt import TextTokenizer, build_prompt
-    from omnivoice_rt.sessions import graph_path, open_session
+    from omnivoice_rt.engine.prompt import TextTokenizer, build_prompt
+    from omnivoice_rt.engine.sessions import graph_path, open_session
 
     config = manifest.model
     encoder = open_session(
@@ -125,7 +125,7 @@ def peaks(
     import onnxruntime as ort
     from onnx import helper
 
-    from omnivoice_rt.bidirectional import llm_feeds
+    from omnivoice_rt.artifacts.bidirectional import llm_feeds
 
     embeds = next(i for i in model.graph.input if i.name == "inputs_embeds")
     kind = embeds.type.tensor_type.elem_type  # the norms' outputs are of the activations' type

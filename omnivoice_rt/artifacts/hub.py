@@ -27,9 +27,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from omnivoice_rt.bidirectional import check_bidirectional, declares_causal, make_bidirectional
-from omnivoice_rt.derived import derived, source_key
-from omnivoice_rt.manifest import (
+from omnivoice_rt.artifacts.bidirectional import (
+    check_bidirectional,
+    declares_causal,
+    make_bidirectional,
+)
+from omnivoice_rt.artifacts.derived import derived, source_key
+from omnivoice_rt.artifacts.manifest import (
     CODEC_DIR,
     CODEC_VARIANTS,
     MANIFEST_NAME,
@@ -40,9 +44,9 @@ from omnivoice_rt.manifest import (
     safe_join,
     verify_files,
 )
-from omnivoice_rt.profiles import PROFILES
-from omnivoice_rt.sessions import cuda_available, require_cuda
-from omnivoice_rt.signatures import MAIN_ROLES
+from omnivoice_rt.artifacts.profiles import PROFILES
+from omnivoice_rt.artifacts.signatures import MAIN_ROLES
+from omnivoice_rt.engine.sessions import cuda_available, require_cuda
 
 logger = logging.getLogger(__name__)
 
@@ -285,7 +289,7 @@ def repair_storage(folder: Path) -> Path:
 
 def repaired_llm(folder: Path, manifest: Manifest, precision: str) -> Path | None:
     """None when the folder's LLM does not declare causal attention; otherwise a repaired copy,
-    made once (:mod:`omnivoice_rt.derived`).
+    made once (:mod:`omnivoice_rt.artifacts.derived`).
 
     ``load_graphs`` then checks whichever graph is loaded for bidirectionality."""
     original = safe_join(folder, manifest.profile(precision).graphs["llm_decoder"].file)

@@ -49,7 +49,7 @@ GQA_POSITION_INPUT = 9
 def make_bidirectional(src: str | Path, dst: str | Path) -> int:
     """Copy the ONNX model ``src`` to ``dst`` with ``causal=0`` on every GQA node, and each GQA
     node's rotary positions read from a ``position_ids`` graph input (added if missing), so a call
-    may run positions that are not the last ones (the frame cache, ``omnivoice_rt/forward.py``).
+    may run positions that are not the last ones (the frame cache, ``omnivoice_rt/engine/forward.py``).
 
     Weights go to ``<dst name>.data`` beside ``dst``. Returns the number of GQA nodes changed.
     """
@@ -224,7 +224,7 @@ def check_bidirectional(session, head_dim: int, seq_len: int = 8, tolerance: flo
         raise ValueError(
             "the LLM graph attends causally (the first position ignores later ones), so it would "
             "produce noise: OmniVoice needs bidirectional attention. Repair it with "
-            "omnivoice_rt.bidirectional.make_bidirectional (causal=0 on every GroupQueryAttention "
+            "omnivoice_rt.artifacts.bidirectional.make_bidirectional (causal=0 on every GroupQueryAttention "
             "node, onnxruntime >= 1.32) or rebuild it with build_artifacts.py."
         )
     return moved

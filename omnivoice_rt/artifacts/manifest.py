@@ -33,9 +33,9 @@ import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path, PurePosixPath
 
+from omnivoice_rt.artifacts.profiles import PROFILE_DIRS, PROFILES, folder_file
+from omnivoice_rt.artifacts.signatures import CODEC_ROLES, MAIN_ROLES
 from omnivoice_rt.errors import ArtifactError
-from omnivoice_rt.profiles import PROFILE_DIRS, PROFILES, folder_file
-from omnivoice_rt.signatures import CODEC_ROLES, MAIN_ROLES
 
 __all__ = ["PROFILE_DIRS", "ArtifactError"]  # re-exported: callers import them from here too
 logger = logging.getLogger(__name__)

@@ -1,0 +1,371 @@
+"""Command line: ``python -m omnivoice_rt {synthesize,batch,roundtrip,prompt,eval,inspect} --help``.
+
+python -m omnivoice_rt synthesize --model-dir artifacts --text "Hello." --output hello.wav
+python -m omnivoice_rt prompt --model-dir artifacts --ref-audio me.wav --ref-text "..." --output me.npz
+python -m omnivoice_rt synthesize --model-dir artifacts --voice-prompt me.npz --text "..." --output out.wav
+python -m omnivoice_rt batch --model-dir artifacts --input items.jsonl --output-dir out/ --workers 2
+python -m omnivoice_rt roundtrip --model-dir artifacts --input in.wav --output out.wav
+python -m omnivoice_rt eval --mode rtf --model-dir artifacts
+python -m omnivoice_rt eval --mode quality --model-dir artifacts --presets best,balanced,fast,turbo
+python -m omnivoice_rt inspect onnx-community/OmniVoice-Onnx --precision int4
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+from omnivoice_rt.artifacts.manifest import PROFILE_DIRS
+from omnivoice_rt.errors import REPORTED
+
+logger = logging.getLogger("omnivoice_rt")
+
+
+def _load(args, matmul: str | None = None):
+    from omnivoice_rt.model import OmniVoiceONNX
+
+    voice = OmniVoiceONNX.load(
+        args.model_dir, args.precision, threads=args.threads, matmul=matmul or args.matmul
+    )
+    if getattr(args, "asr_model", None) and getattr(args, "ref_audio", None) and not args.ref_text:
+        from omnivoice_rt.audio.asr import Transcriber
+
+        voice.asr = Transcriber.load(args.asr_model)
+    return voice
+
+
+def _write(path: str, waveform, rate: int) -> None:
+    import soundfile as sf
+
+    sf.write(path, waveform, rate)
+
+
+def cmd_synthesize(args) -> int:
+    from omnivoice_rt.request import DOOR_NORMALIZE_TEXT, DOOR_PRESET, OPTIONS, Request
+
+    options = {name: getattr(args, name) for name in OPTIONS}
+    request = Request.from_options(options, DOOR_PRESET, DOOR_NORMALIZE_TEXT)
+    voice = _load(args)
+
+    def progress(done: int, total: int) -> None:
+        print(f"\rstep {done}/{total}", end="", file=sys.stderr, flush=True)
+
+    speech = voice.generate(request, progress=progress)
+    print(file=sys.stderr)
+    _write(args.output, speech.waveform, speech.sample_rate)
+    meta = speech.metadata
+    if "normalized_text" in meta:
+        print(f"read as: {meta['normalized_text']}", file=sys.stderr)
+    print(
+        f"{args.output}: {meta['frames']} frames, {meta['seconds']:.2f} s of audio in "
+        f"{meta['timings']['total']:.2f} s, real-time factor {meta['rtf']:.3f} ({meta['precision']})"
+    )
+    return 0
+
+
+def cmd_batch(args) -> int:
+    from omnivoice_rt.tools.batch import RESULTS, run_batch
+
+    if args.matmul:  # the workers (processes, Ray actors) read it from their environment
+        os.environ["OMNIVOICE_MATMUL"] = args.matmul
+    counts = run_batch(
+        args.input,
+        args.output_dir,
+        args.model_dir,
+        args.precision,
+        workers=args.workers,
+        ray=args.ray,
+        threads=args.threads,
+        show_progress=not args.quiet,
+    )
+    print(
+        f"made {counts['made']}, skipped {counts['skipped']}, failed {counts['failed']}: "
+        f"{Path(args.output_dir) / RESULTS}"
+    )
+    return 1 if counts["failed"] else 0
+
+
+def cmd_roundtrip(args) -> int:
+    from omnivoice_rt.audio.ops import load_audio
+
+    voice = _load(args)
+    wav = load_audio(args.input, voice.sample_rate)
+    wav = wav[:, : wav.shape[-1] - wav.shape[-1] % voice.codec.hop_length]
+    codes = voice.codec.encode(wav)
+    out = voice.codec.decode(codes)
+    _write(args.output, out[0], voice.sample_rate)
+    print(
+        f"{args.output}: {codes.shape[1]} frames of {codes.shape[0]} codebooks, {out.shape[-1] / voice.sample_rate:.2f} s"
+    )
+    return 0
+
+
+def cmd_prompt(args) -> int:
+    voice = _load(args)
+    prompt = voice.create_voice_prompt(args.ref_audio, args.ref_text)
+    prompt.save(args.output)
+    print(f"{args.output}: {prompt.codes.shape[1]} frames, text {prompt.text!r}")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    """Real-time factor on this machine (equivalence with PyTorch is the build side's:
+    ``python -m omnivoice_build.equivalence``), or the quality of presets against ``best``."""
+    if args.mode == "quality":
+        return eval_quality(args)
+    voice = _load(args)
+    text = (
+        args.text or "This is a short sentence to measure how fast speech is made on this machine."
+    )
+    for run in range(args.runs):
+        started = time.perf_counter()
+        speech = voice.generate(text, num_step=args.num_step, seed=run)
+        took = time.perf_counter() - started
+        print(
+            f"run {run}: {speech.seconds:.2f} s of audio in {took:.2f} s, real-time factor {took / speech.seconds:.3f}"
+        )
+    return 0
+
+
+def eval_quality(args) -> int:
+    from omnivoice_rt.audio.asr import Transcriber
+    from omnivoice_rt.engine.kernels import CHOICES
+    from omnivoice_rt.request import PRESETS
+    from omnivoice_rt.tools import quality
+
+    presets = [p.strip() for p in args.presets.split(",") if p.strip()]
+    unknown = [p for p in presets if p not in PRESETS]
+    if unknown or not presets:
+        raise ValueError(
+            f"--presets: unknown {', '.join(unknown) or '(none given)'}; use some of {', '.join(PRESETS)}"
+        )
+    if args.ref_audio and not args.ref_text:
+        raise ValueError("--ref-audio needs --ref-text: what the reference recording says")
+    sentences = quality.read_sentences(args.sentences) if args.sentences else quality.SENTENCES
+    kernels = [k.strip().lower() for k in (args.matmul or "").split(",") if k.strip()]
+    unknown = [k for k in kernels if k not in CHOICES]
+    if unknown:
+        raise ValueError(
+            f"--matmul: unknown {', '.join(unknown)}; use some of {', '.join(CHOICES)}"
+        )
+    voice = {kernel: _load(args, kernel) for kernel in kernels} if len(kernels) > 1 else _load(args)
+    recogniser = Transcriber.load(args.asr_model)
+
+    def hear(audio, language):
+        try:
+            return recogniser.transcribe(audio, language)
+        except ValueError:  # nothing recognised
+            return ""
+
+    speaker = (
+        None
+        if args.speaker_model.lower() == "none"
+        else quality.SpeakerEncoder.load(args.speaker_model, args.threads)
+    )
+    output = Path(args.output)
+    options = {"ref_audio": args.ref_audio, "ref_text": args.ref_text} if args.ref_audio else {}
+    if args.instruct:
+        options["instruct"] = args.instruct
+    samples = quality.evaluate(
+        voice, presets, sentences, hear, speaker, output, seed=args.seed, **options
+    )
+    print(quality.report(samples, output))
+    first = samples[0].preset
+    against = "the reference" if args.ref_audio else f"{first}'s audio of each sentence"
+    print(
+        f"similarity: to {against}; duration: against {first}'s; "
+        f"{len(sentences)} sentences; {output}/quality.json, quality.svg, PRESET/N.wav"
+    )
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    from omnivoice_rt.artifacts.inspect import inspect
+
+    print("\n".join(inspect(args.source, args.precision)))
+    return 0
+
+
+def _steps(value: str):
+    from omnivoice_rt.request import PRESETS
+
+    return value if value in PRESETS else int(value)
+
+
+def request_flags(parser) -> None:
+    """A flag for each option of a request (``OPTIONS``): ``--ref-audio``, ``--num-step``, ...,
+    ``--denoise/--no-denoise``; one left out takes the preset's value (``balanced`` by default)."""
+    from omnivoice_rt.request import DOOR_PRESET, OPTIONS
+
+    for name, (kinds, meaning) in OPTIONS.items():
+        flag = "--" + name.replace("_", "-")
+        if kinds == (bool,):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, help=meaning)
+            continue
+        kind = {(str,): str, (int,): int}.get(kinds, float)
+        if name == "num_step":
+            kind = _steps  # a preset's name too: the older spelling of --preset
+        if name == "preset":
+            meaning += f" (default {DOOR_PRESET}; best: upstream's generation, exactly)"
+        parser.add_argument(flag, type=kind, required=name == "text", help=meaning)
+
+
+def parse_args(argv):
+    installed = Path(sys.argv[0]).name == "omnivoice-onnx"  # the console script
+    parser = argparse.ArgumentParser(
+        prog="omnivoice-onnx" if installed else "python -m omnivoice_rt",
+        description="OmniVoice on ONNX Runtime",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p):
+        p.add_argument(
+            "--model-dir",
+            default=os.environ.get("OMNIVOICE_ARTIFACTS"),
+            help="artifact folder or Hub repo id (default: $OMNIVOICE_ARTIFACTS, else the Hub repo "
+            "$OMNIVOICE_REPO or onnx-community/OmniVoice-Onnx)",
+        )
+        p.add_argument("--precision", default="int4", choices=list(PROFILE_DIRS))
+        p.add_argument("--threads", type=int, default=None, help="ONNX Runtime intra-op threads")
+        p.add_argument(
+            "--matmul",
+            default=None,
+            help="the LLM's kernel: auto, fp32, int8, qgemm-row, qgemm (default $OMNIVOICE_MATMUL, "
+            "else auto); eval --mode quality takes several, comma-separated, and runs every "
+            "preset on each",
+        )
+        p.add_argument("-v", "--verbose", action="store_true")
+
+    syn = sub.add_parser("synthesize", help="text to a wav file")
+    common(syn)
+    syn.add_argument("--output", required=True)
+    request_flags(syn)
+    syn.add_argument(
+        "--asr-model",
+        default=os.environ.get("OMNIVOICE_ASR_MODEL"),
+        help="speech recogniser when --ref-text is left out: a Whisper folder or Hub repo "
+        "(onnx-community format; default onnx-community/whisper-base)",
+    )
+    syn.set_defaults(func=cmd_synthesize)
+
+    ba = sub.add_parser(
+        "batch", help="the items of a JSONL file to wav files, resumable; a pool or Ray for many"
+    )
+    common(ba)
+    ba.add_argument(
+        "--input", required=True, help="JSONL: one {id, text, options of synthesize...} per line"
+    )
+    ba.add_argument("--output-dir", required=True, help="OUT/<id>.wav and OUT/results.jsonl")
+    ba.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes, each with its own model and cores/N threads (with --ray: actors)",
+    )
+    ba.add_argument(
+        "--ray",
+        metavar="auto|local|HOST:PORT",
+        help="run on a Ray cluster: this machine's (auto), a new one on this machine (local), or another",
+    )
+    ba.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    ba.set_defaults(func=cmd_batch)
+
+    rt = sub.add_parser("roundtrip", help="codec only: wav -> codes -> wav")
+    common(rt)
+    rt.add_argument("--input", required=True)
+    rt.add_argument("--output", required=True)
+    rt.set_defaults(func=cmd_roundtrip)
+
+    pr = sub.add_parser("prompt", help="encode a reference voice once and save it (.npz)")
+    common(pr)
+    pr.add_argument("--ref-audio", required=True)
+    pr.add_argument("--ref-text", help="what the reference recording says (left out: transcribed)")
+    pr.add_argument(
+        "--asr-model",
+        default=os.environ.get("OMNIVOICE_ASR_MODEL"),
+        help="speech recogniser when --ref-text is left out (default onnx-community/whisper-base)",
+    )
+    pr.add_argument("--output", required=True)
+    pr.set_defaults(func=cmd_prompt)
+
+    from omnivoice_rt.tools.quality import DEFAULT_SPEAKER_MODEL
+
+    ev = sub.add_parser(
+        "eval",
+        help="real-time factor (equivalence with PyTorch: python -m omnivoice_build.equivalence)",
+    )
+    common(ev)
+    ev.add_argument(
+        "--mode",
+        choices=["rtf", "quality"],
+        default="rtf",
+        help="rtf: how fast; quality: each preset against the first (error rate of what a "
+        "recogniser hears, speaker similarity, duration, real-time factor)",
+    )
+    ev.add_argument("--text", help="the text to speak (rtf)")
+    ev.add_argument("--runs", type=int, default=3, help="(rtf)")
+    ev.add_argument("--num-step", type=_steps, default="best", help="1-256 or a preset (rtf)")
+    ev.add_argument(
+        "--presets", default="best,balanced,fast,turbo", help="(quality) the first is the baseline"
+    )
+    ev.add_argument(
+        "--sentences",
+        help="(quality) a file, one LANGUAGE<TAB>TEXT per line (default: omnivoice_rt.tools.quality's "
+        "sentences in six languages)",
+    )
+    ev.add_argument("--ref-audio", help="(quality) clone this voice; similarity is to it")
+    ev.add_argument("--ref-text", help="(quality) what the reference says")
+    ev.add_argument("--instruct", help="(quality) a voice-design instruct instead")
+    ev.add_argument("--seed", type=int, default=0, help="(quality)")
+    ev.add_argument(
+        "--asr-model",
+        default=os.environ.get("OMNIVOICE_ASR_MODEL"),
+        help="(quality) the recogniser: a Whisper folder or Hub repo in the onnx-community "
+        "layout (default onnx-community/whisper-base; a larger one, e.g. "
+        "onnx-community/whisper-large-v3-turbo, hears better)",
+    )
+    ev.add_argument(
+        "--speaker-model",
+        default=DEFAULT_SPEAKER_MODEL,
+        help="(quality) speaker embeddings: a local .onnx or REPO:FILE.onnx on the Hub, taking "
+        "the 16 kHz waveform or WeSpeaker's fbank features; none: no similarity",
+    )
+    ev.add_argument("--output", default="quality", help="(quality) folder for the results")
+    ev.set_defaults(func=cmd_eval)
+
+    ins = sub.add_parser(
+        "inspect", help="what an artifact folder or Hub repo holds, and how it would be used"
+    )
+    ins.add_argument(
+        "source",
+        nargs="?",
+        default=os.environ.get("OMNIVOICE_ARTIFACTS"),
+        help="artifact folder or Hub repo id (default: $OMNIVOICE_ARTIFACTS, else $OMNIVOICE_REPO "
+        "or onnx-community/OmniVoice-Onnx)",
+    )
+    ins.add_argument("--precision", choices=list(PROFILE_DIRS), help="one profile only")
+    ins.add_argument("-v", "--verbose", action="store_true")
+    ins.set_defaults(func=cmd_inspect)
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(message)s"
+    )
+    try:
+        return args.func(args)
+    except REPORTED as exc:
+        if args.verbose:
+            logger.exception("failed")
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
