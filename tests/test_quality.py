@@ -212,3 +212,64 @@ def test_the_quality_command_end_to_end(cpu_artifacts, tiny_whisper, resemblyzer
     assert refused.stderr.strip() == (
         "error: --presets: unknown quick; use some of best, balanced, fast, turbo"
     )
+
+
+def test_the_quality_check_runs_without_a_recogniser_and_draws_nothing_it_did_not_measure(
+    cpu_artifacts, tmp_path
+):
+    """``--asr-model none``: the error rate is left out (not a refusal about ref_text); with no
+    speaker model either, the plot writes both as not measured, draws no bar for them, and keeps
+    every label inside the picture and on a row of its own."""
+    import xml.etree.ElementTree as ET
+
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_text("en\tThis is my voice.\n")
+    out = tmp_path / "out"
+    presets = ["best", "turbo"]
+    result = run_quality(
+        *("--model-dir", str(cpu_artifacts), "--presets", ",".join(presets)),
+        *("--matmul", "fp32,qgemm-row", "--sentences", str(sentences)),
+        *("--asr-model", "none", "--speaker-model", "none", "--output", str(out)),
+        HF_HOME=str(tmp_path / "hf"),
+    )
+    assert result.returncode == 0, result.stderr
+    assert "error rate: not measured (--asr-model none)" in result.stdout
+    rows = json.loads((out / "quality.json").read_text())["summary"]
+    assert [r["preset"] for r in rows] == [
+        f"{p}@{k}" for k in ("fp32", "qgemm-row") for p in presets
+    ]
+    assert all(r["error"] is None and r["similarity"] is None for r in rows)
+    table = [line.split("|")[1:-1] for line in result.stdout.splitlines() if line.startswith("| ")]
+    table = [cells for cells in table if "@" in cells[0]]
+    assert len(table) == len(rows)
+    assert all([cell.strip() for cell in cells[1:3]] == ["-", "-"] for cells in table)
+
+    svg = ET.parse(out / "quality.svg").getroot()
+    ns = "{http://www.w3.org/2000/svg}"
+    width = float(svg.get("width"))
+    texts = [
+        (float(t.get("x")), float(t.get("y")), t.get("text-anchor"), t.text)
+        for t in svg.iter(f"{ns}text")
+    ]
+    rects = [(float(r.get("x")), float(r.get("width"))) for r in svg.iter(f"{ns}rect")]
+    assert [t[3] for t in texts].count("not measured") == 2 * len(rows)  # error rate, similarity
+    assert len(rects) == 2 * len(rows)  # duration and real-time factor
+    assert all(x + w <= width for x, w in rects)
+    for x, _, anchor, text in texts:  # about 7 px a character at 12 px, 8 at 14
+        assert (x - 7 * len(text) >= 0) if anchor == "end" else (x + 8 * len(text) <= width), text
+    by_row = {}
+    for _, y, _, text in texts:
+        by_row.setdefault(y, []).append(text)
+    assert all(len(on_row) <= 2 for on_row in by_row.values())  # a label and its value
+    assert len(by_row) == 4 + 4 * len(rows)  # the headings and a row per preset under each
+
+
+def test_the_quality_check_says_how_to_go_on_without_its_recogniser(cpu_artifacts, tmp_path):
+    result = run_quality(
+        *("--model-dir", str(cpu_artifacts), "--presets", "best"),
+        *("--asr-model", "nobody/no-such-whisper", "--output", str(tmp_path / "out")),
+        HF_HOME=str(tmp_path / "hf"),
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "the speech recogniser" in result.stderr
+    assert "or pass --asr-model none to leave the error rate out" in result.stderr

@@ -95,8 +95,8 @@ class Transcriber:
                 )
             except ArtifactError as exc:
                 raise ArtifactError(
-                    f"the speech recogniser, which transcribes a reference given without its "
-                    f"transcript: {exc}"
+                    f"the speech recogniser (it transcribes references given without a "
+                    f"transcript, and hears the quality check's samples): {exc}"
                 ) from exc
             missing = [name for name in files if not (folder / name).is_file()]
             if not missing:

@@ -132,8 +132,9 @@ def cmd_eval(args) -> int:
 
 
 def eval_quality(args) -> int:
-    from omnivoice_rt.audio.asr import Transcriber
+    from omnivoice_rt.audio.asr import Transcriber, asr_source
     from omnivoice_rt.engine.kernels import CHOICES
+    from omnivoice_rt.errors import ArtifactError
     from omnivoice_rt.request import PRESETS
     from omnivoice_rt.tools import quality
 
@@ -153,13 +154,20 @@ def eval_quality(args) -> int:
             f"--matmul: unknown {', '.join(unknown)}; use some of {', '.join(CHOICES)}"
         )
     voice = {kernel: _load(args, kernel) for kernel in kernels} if len(kernels) > 1 else _load(args)
-    recogniser = Transcriber.load(args.asr_model)
-
-    def hear(audio, language):
+    hear = None  # --asr-model none: the error rate is not measured
+    if (args.asr_model or asr_source()).strip().lower() != "none":
         try:
-            return recogniser.transcribe(audio, language)
-        except ValueError:  # nothing recognised
-            return ""
+            recogniser = Transcriber.load(args.asr_model)
+        except ArtifactError as exc:
+            raise ArtifactError(
+                f"{exc}; or pass --asr-model none to leave the error rate out"
+            ) from exc
+
+        def hear(audio, language):
+            try:
+                return recogniser.transcribe(audio, language)
+            except ValueError:  # nothing recognised
+                return ""
 
     speaker = (
         None
@@ -176,8 +184,9 @@ def eval_quality(args) -> int:
     print(quality.report(samples, output))
     first = samples[0].preset
     against = "the reference" if args.ref_audio else f"{first}'s audio of each sentence"
+    heard = "error rate: not measured (--asr-model none); " if hear is None else ""
     print(
-        f"similarity: to {against}; duration: against {first}'s; "
+        f"{heard}similarity: to {against}; duration: against {first}'s; "
         f"{len(sentences)} sentences; {output}/quality.json, quality.svg, PRESET/N.wav"
     )
     return 0
@@ -326,7 +335,7 @@ def parse_args(argv):
         default=os.environ.get("OMNIVOICE_ASR_MODEL"),
         help="(quality) the recogniser: a Whisper folder or Hub repo in the onnx-community "
         "layout (default onnx-community/whisper-base; a larger one, e.g. "
-        "onnx-community/whisper-large-v3-turbo, hears better)",
+        "onnx-community/whisper-large-v3-turbo, hears better); none: no error rate",
     )
     ev.add_argument(
         "--speaker-model",

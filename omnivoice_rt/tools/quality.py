@@ -20,6 +20,7 @@ import time
 import unicodedata
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from xml.sax.saxutils import escape
 
 import numpy as np
 
@@ -158,8 +159,8 @@ class Sample:
     preset: str  # PRESET, or PRESET@KERNEL when kernels are compared
     language: str | None
     text: str
-    heard: str
-    error: float
+    heard: str | None  # None: no recogniser (--asr-model none), the error rate not measured
+    error: float | None
     similarity: float | None  # to the reference, or to best's audio of the sentence
     seconds: float  # of audio
     took: float  # seconds to make it
@@ -191,8 +192,8 @@ def evaluate(
 ) -> list[Sample]:
     """Each sentence with each preset of each voice (a model, or ``{kernel: model}`` to compare
     kernels: the samples' ``preset`` is then ``PRESET@KERNEL``), in turn, so the machine's drift
-    is shared; ``hear(audio, language) -> text`` is the recogniser; ``options`` go to every
-    synthesis (``ref_audio``, ``ref_text``, ``instruct``...). The wav files go to
+    is shared; ``hear(audio, language) -> text`` is the recogniser (None: none, the error rate
+    is not measured); ``options`` go to every synthesis (``ref_audio``, ``ref_text``, ``instruct``...). The wav files go to
     ``output/PRESET/N.wav``."""
     import soundfile as sf
 
@@ -215,7 +216,7 @@ def evaluate(
             if output is not None:
                 (output / label).mkdir(parents=True, exist_ok=True)
                 sf.write(output / label / f"{n}.wav", *audio)
-            heard = hear(audio, language)
+            heard = None if hear is None else hear(audio, language)
             similarity = None
             if speaker is not None:
                 embedding = speaker.embed(audio)
@@ -227,7 +228,7 @@ def evaluate(
                     language,
                     text,
                     heard,
-                    error_rate(text, heard, language),
+                    None if heard is None else error_rate(text, heard, language),
                     similarity,
                     speech.seconds,
                     took,
@@ -245,11 +246,12 @@ def summary(samples: list[Sample]) -> list[dict]:
     rows = []
     for preset in presets:
         mine = [s for s in samples if s.preset == preset]
+        heard = [s.error for s in mine if s.error is not None]
         similar = [s.similarity for s in mine if s.similarity is not None]
         rows.append(
             {
                 "preset": preset,
-                "error": float(np.mean([s.error for s in mine])),
+                "error": float(np.mean(heard)) if heard else None,
                 "similarity": float(np.mean(similar)) if similar else None,
                 "duration": float(np.mean([s.seconds / first[s.text] for s in mine])),
                 "rtf": sum(s.took for s in mine) / max(sum(s.seconds for s in mine), 1e-9),
@@ -277,29 +279,38 @@ def table(rows: list[dict]) -> str:
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    """An SVG with one bar chart per column, a bar per preset."""
-    width, height, gap = 220, 160, 30
-    parts = []
-    for i, (key, (heading, form)) in enumerate(COLUMNS.items()):
-        x0 = i * (width + gap) + 10
-        values = [row[key] or 0.0 for row in rows]
-        top = max(values + [1e-9])
-        parts.append(f'<text x="{x0}" y="15" font-size="13">{heading}</text>')
-        bar = (width - 10) / max(len(rows), 1)
-        for j, (row, value) in enumerate(zip(rows, values, strict=True)):
-            h = (height - 50) * value / top
-            x, y = x0 + j * bar, height - 25 - h
+    """An SVG with one horizontal bar chart per column of ``COLUMNS``, stacked: a bar per preset,
+    its value written after it. A value not measured (no recogniser, no speaker model) is written
+    as such, never drawn as zero. Sized from its labels (about 7 px a character)."""
+    label = 16 + 7 * max(len(row["preset"]) for row in rows)  # the presets' column
+    bars, values, line = 260, 90, 20  # the longest bar, the values' column, a row's height
+    width, y, parts = label + bars + values, 0, []
+    for key, (heading, form) in COLUMNS.items():
+        parts.append(f'<text x="4" y="{y + 18}" font-size="14" font-weight="bold">{heading}</text>')
+        y += 28
+        top = max([row[key] for row in rows if row[key] is not None] + [1e-9])
+        for row in rows:
+            value = row[key]
             parts.append(
-                f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar * 0.8:.1f}" height="{h:.1f}" '
-                f'fill="#4a7ab7"/><text x="{x:.1f}" y="{y - 3:.1f}" font-size="10">'
-                f"{form.format(value)}</text>"
-                f'<text x="{x:.1f}" y="{height - 10}" font-size="10">{row["preset"]}</text>'
+                f'<text x="{label - 8}" y="{y + 14}" font-size="12" text-anchor="end">'
+                f"{escape(row['preset'])}</text>"
             )
-    total = len(COLUMNS) * (width + gap)
+            if value is None:
+                parts.append(
+                    f'<text x="{label}" y="{y + 14}" font-size="12" fill="#777">not measured</text>'
+                )
+            else:
+                length = bars * max(value, 0.0) / top
+                parts.append(
+                    f'<rect x="{label}" y="{y + 3}" width="{length:.1f}" height="{line - 6}" '
+                    f'fill="#4a7ab7"/><text x="{label + length + 4:.1f}" y="{y + 14}" '
+                    f'font-size="12">{form.format(value)}</text>'
+                )
+            y += line
+        y += 12
     path.write_text(
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{total}" height="{height}">'
-        + "".join(parts)
-        + "</svg>\n",
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{y}" '
+        f'font-family="sans-serif">' + "".join(parts) + "</svg>\n",
         encoding="utf-8",
     )
 
