@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import soundfile as sf
 from gradio_client import Client, handle_file
 
 from omnivoice_build.equivalence import write_reference
+from omnivoice_rt.server.page import LICENCE_LINE
 
 # text, language, instruct, precision, num_step, guidance, speed, duration, seed, randomize, denoise, postprocess
 FIXED = dict(
@@ -54,6 +57,19 @@ def test_api_lists_the_stable_endpoints_only(client):
         names = [p["parameter_name"] for p in parameters]
         later = ["instruct", "voice"] if endpoint == "/clone" else []
         assert names[names.index("preset") :] == ["preset", "normalize_text", *later]
+
+
+def test_the_page_says_under_which_licences_the_code_and_the_weights_are(app_server):
+    import urllib.request
+
+    config = json.loads(urllib.request.urlopen(f"{app_server}/config", timeout=30).read())
+    footers = [
+        c["props"].get("value")
+        for c in config["components"]
+        if c["props"].get("elem_id") == "licence"
+    ]
+    assert footers == [LICENCE_LINE]
+    assert "CC-BY-NC" in LICENCE_LINE and "Apache-2.0" in LICENCE_LINE
 
 
 def test_synthesize_auto_voice_and_voice_design(client):

@@ -65,6 +65,10 @@ REFERENCE_TIPS = (
     "it; left empty, it is transcribed when you generate. Or load a voice prompt saved earlier."
 )
 DEFAULT_TEXT = "Hello! This is OmniVoice, speaking from ONNX Runtime on a CPU."
+LICENCE_LINE = (  # the page's footer; README "Licences" says more
+    "Code: Apache-2.0. The OmniVoice weights (k2-fsa/OmniVoice): CC-BY-NC, non-commercial use "
+    "only, as their authors state. The Higgs Audio V2 tokenizer: Boson AI's licence."
+)
 EXAMPLES = [
     ["Hello! This is OmniVoice, running on ONNX Runtime without PyTorch.", "English", ""],
     ["The weather is lovely today [laughter], let's go for a walk.", "Auto", "female, young adult"],
@@ -867,4 +871,5 @@ def build_demo(
         ref_audio.stop_recording(
             handlers.transcribe, [ref_audio, clone_language], ref_text, api_visibility="private"
         )
+        gr.Markdown(LICENCE_LINE, elem_id="licence")
     return demo
