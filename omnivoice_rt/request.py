@@ -5,8 +5,9 @@
 
 Every door builds its request here from the options it was given: the CLI from its flags, batch
 from a JSONL item, the page, gradio_client and MCP from their fields, the OpenAI door from its
-body. ``OPTIONS`` is the one list of what a request may carry: adding an option is a row there
-(and a field of :class:`Request` or :class:`GenerationSettings`), plus each door's wording.
+body. ``OPTIONS`` is the one list of what a request may carry, each option declared once (its
+kind, meaning and bounds: ``Option``); a value it refuses raises ``OptionError`` naming the
+option, which each door reports as its own field (docs/design.md section 5).
 
 Presets (``PRESETS``) bundle the settings that trade exactness for speed; ``best`` is upstream's
 generation, code for code (tests/test_runtime.py). The others follow ports that measured quality
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import math
 import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import InitVar, dataclass, field, fields
@@ -96,98 +98,174 @@ class GenerationSettings(UnmaskSettings):
         return cls(**{**PRESETS[name], **overrides})
 
     def validate(self) -> None:
-        if not _is_int(self.num_step) or not 1 <= self.num_step <= MAX_STEPS:
-            raise ValueError(
-                f"num_step must be an integer from 1 to {MAX_STEPS} (12, 16 or 32 are typical), "
-                f"got {self.num_step!r}"
-            )
-        for name in (
-            "guidance_scale",
-            "t_shift",
-            "layer_penalty_factor",
-            "position_temperature",
-            "class_temperature",
-        ):
-            value = getattr(self, name)
-            if not _is_number(value) or not np.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-        if self.t_shift == 0:
-            raise ValueError("t_shift must be > 0 (upstream's default is 0.1)")
-        if not _is_int(self.prompt_cache_refresh) or self.prompt_cache_refresh < 0:
-            raise ValueError(
-                f"prompt_cache_refresh must be an integer >= 0 (0: exact), got {self.prompt_cache_refresh!r}"
-            )
-        if not _is_int(self.frame_cache_refresh) or self.frame_cache_refresh < 0:
-            raise ValueError(
-                "frame_cache_refresh must be an integer >= 0 (0: off, exact), "
-                f"got {self.frame_cache_refresh!r}"
-            )
-        share = self.cache_refresh_share
-        if not _is_number(share) or not 0 <= share <= 1:
-            raise ValueError(
-                f"cache_refresh_share must be a number from 0 to 1 (0: off), got {share!r}"
-            )
-        if not _is_kind(self.frame_refresh_prompt, (bool,)):
-            raise ValueError(
-                f"frame_refresh_prompt must be true or false, got {_shown(self.frame_refresh_prompt)}"
-            )
-        if not _is_int(self.guidance_every) or self.guidance_every < 1:
-            raise ValueError(
-                f"guidance_every must be an integer >= 1 (1: exact), got {self.guidance_every!r}"
-            )
+        """Each setting within its option's bounds (``OPTIONS``); ``OptionError`` naming it."""
+        for name in OPTIONS.keys() & SETTINGS:  # the rest are upstream's, not a request's
+            OPTIONS[name].check(name, getattr(self, name))
 
 
 SETTINGS = {f.name for f in fields(GenerationSettings)}
 
-# Every option a request takes, with the JSON kinds it accepts (bool is no number here) and what
-# it means. The CLI's flags, batch's item keys and the library's keyword arguments come from it.
-OPTIONS: dict[str, tuple[tuple[type, ...], str]] = {
-    "text": ((str,), "what to say, up to 10,000 characters"),
-    "language": ((str,), "the text's language, a name or a code ('English', 'en'); none: detected"),
-    "instruct": ((str,), "a voice design: comma-separated items ('female, low pitch')"),
-    "ref_audio": ((str,), "a recording of the voice to clone (a file)"),
-    "ref_text": ((str,), "what the recording says; left out: transcribed"),
-    "voice_prompt": ((str,), "a voice prompt file (.npz) saved earlier, instead of ref_audio"),
-    "duration": ((int, float), "the speech's length in seconds; none: estimated from the text"),
-    "speed": ((int, float), "speaking rate, 1.0 normal (0.1 to 10)"),
-    "seed": ((int,), "random seed: the same seed and settings give the same audio"),
-    "normalize_text": (
-        (bool,),
+
+class OptionError(ValueError):
+    """Bad input for one option of a request: ``option`` names it (as in ``OPTIONS``), so that
+    every door can point at its own field without checking it again."""
+
+    def __init__(self, option: str, message: str):
+        super().__init__(message)
+        self.option = option
+
+
+KINDS = {  # an option's kind: (the values it takes, as a message names them)
+    "text": "a string",
+    "number": "a number",
+    "whole": "a whole number",
+    "bool": "true or false",
+    "file": "a file",
+}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option a request takes: its kind (``KINDS``; JSON's, so a bool is no number), what it
+    means, and its bounds (``low`` and ``high`` inclusive, ``above`` exclusive; ``typical``: what
+    an error suggests). The CLI's flags, batch's item keys, the library's keyword arguments and
+    every door's checks come from these declarations; an option's default is its field's in
+    :class:`Request` or :class:`GenerationSettings` (a preset's where it sets one)."""
+
+    kind: str
+    help: str
+    low: float | None = None
+    high: float | None = None
+    above: float | None = None
+    typical: str = ""
+
+    def check(self, name: str, value) -> None:
+        """``OptionError`` unless ``value`` (not None) is of this kind and within the bounds."""
+        if value is None or self.kind == "file" and not isinstance(value, str):
+            return  # the library's bytes, arrays, paths and VoicePrompt objects
+        within = _is_kind(value, self.kind) and (
+            self.kind in ("bool", "text", "file")
+            or _finite(value)
+            and (self.low is None or value >= self.low)
+            and (self.high is None or value <= self.high)
+            and (self.above is None or value > self.above)
+        )
+        if not within:
+            raise OptionError(name, f"{name} must be {self.wanted()}, got {_shown(value)}")
+
+    def wanted(self) -> str:
+        """What this option takes, in words: "a number from 0.1 to 10 (1.0 is normal)"."""
+        high = self.high if self.high is not None and self.high < 2**53 else None  # not seed's
+        if self.low is not None and high is not None:
+            bounds = [f"from {self.low:g} to {high:g}"]
+        else:
+            bounds = [f">= {self.low:g}"] if self.low is not None else []
+            bounds += [f"> {self.above:g}"] if self.above is not None else []
+            bounds += [f"at most {high:g}"] if high is not None else []
+        kind = KINDS[self.kind]
+        if self.kind == "number" and bounds and high is None:
+            kind = "a finite number"  # infinity is >= 0
+        typical = f" ({self.typical})" if self.typical else ""
+        return " ".join([kind, " and ".join(bounds)]).strip() + typical
+
+
+# Every option a request takes, in the order the CLI and the docs list them.
+OPTIONS: dict[str, Option] = {
+    "text": Option("text", f"what to say, up to {MAX_TEXT_CHARS:,} characters"),
+    "language": Option(
+        "text",
+        "the text's language, a name or a code ('English', 'en'); none: detected",
+        typical="a language name or code, such as 'en'",
+    ),
+    "instruct": Option("text", "a voice design: comma-separated items ('female, low pitch')"),
+    "ref_audio": Option("file", "a recording of the voice to clone (a file)"),
+    "ref_text": Option("text", "what the recording says; left out: transcribed"),
+    "voice_prompt": Option(
+        "file", "a voice prompt file (.npz) saved earlier, instead of ref_audio"
+    ),
+    "duration": Option(
+        "number",
+        "the speech's length in seconds; none: estimated from the text",
+        above=0,
+        high=MAX_DURATION_S,
+        typical="seconds",
+    ),
+    "speed": Option(
+        "number",
+        f"speaking rate, 1.0 normal ({MIN_SPEED:g} to {MAX_SPEED:g})",
+        low=MIN_SPEED,
+        high=MAX_SPEED,
+        typical="1.0 is normal",
+    ),
+    "seed": Option(
+        "whole",
+        "random seed: the same seed and settings give the same audio",
+        low=0,
+        high=2**63 - 1,
+    ),
+    "normalize_text": Option(
+        "bool",
         "read numbers, dates, times and money as words, as upstream's normalize_text (the "
         "library: false; the doors: true)",
     ),
-    "preset": (
-        (str,),
+    "preset": Option(
+        "text",
         "a bundle of settings: "
         + ", ".join(f"{p} (experimental)" if p in EXPERIMENTAL else p for p in PRESETS),
     ),
-    "num_step": ((int,), f"unmasking steps, 1 to {MAX_STEPS} (the preset's by default)"),
-    "guidance_scale": ((int, float), "classifier-free guidance scale (2.0)"),
-    "t_shift": ((int, float), "time-step shift of the schedule (0.1)"),
-    "layer_penalty_factor": ((int, float), "how much later codebooks wait (5.0)"),
-    "position_temperature": ((int, float), "randomness of which positions unmask first (5.0)"),
-    "class_temperature": ((int, float), "randomness of the codes chosen (0.0: the most likely)"),
-    "denoise": ((bool,), "ask for clean speech from a noisy reference (true)"),
-    "preprocess_prompt": ((bool,), "trim and clean the reference first (true)"),
-    "postprocess_output": ((bool,), "trim long silences and set the loudness (true)"),
-    "prompt_cache_refresh": ((int,), "run the whole prompt every N steps (0: every step, exact)"),
-    "guidance_every": ((int,), "run the unconditional row every N steps (1: every step, exact)"),
-    "frame_cache_refresh": (
-        (int,),
+    "num_step": Option(
+        "whole",
+        f"unmasking steps, 1 to {MAX_STEPS} (the preset's by default)",
+        low=1,
+        high=MAX_STEPS,
+        typical="12, 16 or 32 are typical",
+    ),
+    "guidance_scale": Option("number", "classifier-free guidance scale (2.0)", low=0),
+    "t_shift": Option(
+        "number", "time-step shift of the schedule (0.1)", above=0, typical="upstream's is 0.1"
+    ),
+    "layer_penalty_factor": Option("number", "how much later codebooks wait (5.0)", low=0),
+    "position_temperature": Option(
+        "number", "randomness of which positions unmask first (5.0)", low=0
+    ),
+    "class_temperature": Option(
+        "number", "randomness of the codes chosen (0.0: the most likely)", low=0
+    ),
+    "denoise": Option("bool", "ask for clean speech from a noisy reference (true)"),
+    "preprocess_prompt": Option("bool", "trim and clean the reference first (true)"),
+    "postprocess_output": Option("bool", "trim long silences and set the loudness (true)"),
+    "prompt_cache_refresh": Option(
+        "whole",
+        "run the whole prompt every N steps (0: every step, exact)",
+        low=0,
+        typical="0: exact",
+    ),
+    "guidance_every": Option(
+        "whole",
+        "run the unconditional row every N steps (1: every step, exact)",
+        low=1,
+        typical="1: exact",
+    ),
+    "frame_cache_refresh": Option(
+        "whole",
         "experimental: run each row in full every N steps and only its changed frames between "
         "(0: off, exact)",
+        low=0,
+        typical="0: off, exact",
     ),
-    "cache_refresh_share": (
-        (int, float),
+    "cache_refresh_share": Option(
+        "number",
         "with a cache: also run a row in full once this share of the codes changed (0: off)",
+        low=0,
+        high=1,
+        typical="0: off",
     ),
-    "frame_refresh_prompt": (
-        (bool,),
+    "frame_refresh_prompt": Option(
+        "bool",
         "experimental, with the frame cache: a refresh runs the prompt too (true, the default) or "
         "the target alone after the prompt's keys and values from the first step (false)",
     ),
 }
-KIND_NAMES = {(str,): "a string", (int,): "a whole number", (bool,): "true or false"}
 FILE_OPTIONS = ("ref_audio", "voice_prompt")
 
 
@@ -218,37 +296,29 @@ class Request:
     normalizer: InitVar[Normalizer | None] = None
 
     def __post_init__(self, normalizer: Normalizer | None) -> None:
-        text = check_text(self.text)
-        if not _is_kind(self.normalize_text, (bool,)):
-            raise ValueError(
-                f"normalize_text must be true or false, got {_shown(self.normalize_text)}"
-            )
+        for name in ("duration", "speed", "seed"):  # the others' own checks say more below
+            OPTIONS[name].check(name, getattr(self, name))
+        OPTIONS["normalize_text"].check("normalize_text", self.normalize_text)
+        if self.normalize_text is None:
+            raise OptionError("normalize_text", "normalize_text must be true or false, got None")
+        text = _as_option("text", check_text, self.text)
         if self.ref_text is not None:
-            check_string(self.ref_text, "ref_text (the reference's transcript)")
-        if self.duration is not None and not (
-            _is_number(self.duration) and 0 < self.duration <= MAX_DURATION_S
-        ):
-            raise ValueError(
-                f"duration must be in (0, {MAX_DURATION_S:.0f}] seconds, got {self.duration!r}"
+            _as_option(
+                "ref_text", check_string, self.ref_text, "ref_text (the reference's transcript)"
             )
-        if self.speed is not None and not (
-            _is_number(self.speed) and MIN_SPEED <= self.speed <= MAX_SPEED
-        ):
-            raise ValueError(
-                f"speed must be from {MIN_SPEED:g} to {MAX_SPEED:g} (1.0 is normal), got {self.speed!r}"
-            )
-        if self.seed is not None and not (_is_int(self.seed) and 0 <= self.seed < 2**63):
-            raise ValueError(f"seed must be a whole number >= 0, got {self.seed!r}")
         if self.ref_text and self.ref_audio is None and self.voice_prompt is None:
-            raise ValueError("ref_text was given without ref_audio or a voice prompt")
+            raise OptionError("ref_text", "ref_text was given without ref_audio or a voice prompt")
         self.settings.validate()
-        language = resolve_language(self.language)
+        language = _as_option("language", resolve_language, self.language)
         # as upstream: the target text only, before the instruct's language and the durations
-        spoken = _normalized(text, language, normalizer) if self.normalize_text else text
+        spoken = text
+        if self.normalize_text:
+            spoken = _as_option("text", _normalized, text, language, normalizer)
         object.__setattr__(self, "text", text)
         object.__setattr__(self, "spoken_text", spoken)
         object.__setattr__(self, "language", language)
-        instruct = resolve_instruct(self.instruct, use_zh=bool(ZH_RE.search(spoken)))
+        use_zh = bool(ZH_RE.search(spoken))
+        instruct = _as_option("instruct", resolve_instruct, self.instruct, use_zh=use_zh)
         object.__setattr__(self, "instruct", instruct)
 
     @property
@@ -270,24 +340,23 @@ class Request:
         ``preset``). ``normalizer``: see :class:`Request`."""
         unknown = sorted(set(options) - set(OPTIONS))
         if unknown:
-            raise ValueError(
-                f"unknown option(s) {', '.join(unknown)}; a request takes {', '.join(OPTIONS)}"
+            raise OptionError(
+                unknown[0],
+                f"unknown option(s) {', '.join(unknown)}; a request takes {', '.join(OPTIONS)}",
             )
         given = {name: value for name, value in options.items() if value is not None}
         if isinstance(given.get("num_step"), str):
             given["preset"] = given.pop("num_step")
         for name, value in given.items():
-            kinds = OPTIONS[name][0]
-            if name in ("ref_audio", "voice_prompt") and not isinstance(value, str):
-                continue  # the library's arrays, bytes, paths and VoicePrompt objects
-            if not _is_kind(value, kinds):
-                kind = KIND_NAMES.get(kinds, "a number")
-                raise ValueError(f"{name} must be {kind}, got {_shown(value)}")
+            OPTIONS[name].check(name, value)
         if "text" not in given:
-            raise ValueError("text is required: what to say")
+            raise OptionError("text", "text is required: what to say")
         name = given.pop("preset", preset)
-        settings = GenerationSettings.preset(
-            name, **{k: given.pop(k) for k in list(given) if k in SETTINGS}
+        settings = _as_option(
+            "preset",
+            GenerationSettings.preset,
+            name,
+            **{k: given.pop(k) for k in list(given) if k in SETTINGS},
         )
         given.setdefault("normalize_text", normalize_text)
         return cls(**given, settings=settings, normalizer=normalizer)
@@ -318,6 +387,17 @@ class Request:
         }
         settings = {k: getattr(self.settings, k) for k in OPTIONS if k in SETTINGS}
         return {k: v for k, v in {**plain, **settings}.items() if v is not None}
+
+
+def _as_option(name: str, check: Callable, *args, **kwargs):
+    """``check(*args, **kwargs)``, its ``ValueError`` an ``OptionError`` naming option ``name``
+    (one raised for another option passes as it is)."""
+    try:
+        return check(*args, **kwargs)
+    except OptionError:
+        raise
+    except ValueError as exc:
+        raise OptionError(name, str(exc)) from exc
 
 
 def check_text(text, normalized: bool = False) -> str:
@@ -370,17 +450,26 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
 
 
+def _finite(value) -> bool:
+    """Whether a number is finite; a whole number too large for a float is not (10**400)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _is_int(value) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
-def _is_kind(value, kinds: tuple[type, ...]) -> bool:
-    """Whether ``value`` is of ``OPTIONS``' JSON kinds (numpy's numbers count; bool is no number)."""
-    if kinds == (bool,):
+def _is_kind(value, kind: str) -> bool:
+    """Whether ``value`` is of the option kind ``kind`` (``KINDS``; numpy's numbers count, a
+    bool is no number)."""
+    if kind == "bool":
         return isinstance(value, (bool, np.bool_))
-    if kinds == (int,):
+    if kind == "whole":
         return _is_int(value)
-    if kinds == (str,):
+    if kind in ("text", "file"):
         return isinstance(value, str)
     return _is_number(value)
 

@@ -279,7 +279,7 @@ def test_replies_quote_a_short_prefix_of_what_they_refuse(server, field, value):
     "field,value,words",
     [
         ("sentences", "no", "'sentences' must be true or false"),
-        ("language", {}, "'language' must be a language name"),
+        ("language", {}, "language must be a string (a language name or code"),
         ("model", {}, "'model' must be a string"),
         ("voice", [], "'voice' must be a voice name"),
         ("response_format", 0, "'response_format' must be a string"),
@@ -288,7 +288,8 @@ def test_replies_quote_a_short_prefix_of_what_they_refuse(server, field, value):
 def test_fields_are_of_their_kind_not_read_as_their_truth(server, field, value, words):
     url, _, _ = server
     answer = speech(url, "Hello.", **{field: value})
-    assert answer.status_code == 400 and words in answer.json()["error"]["message"]
+    error = answer.json()["error"]
+    assert answer.status_code == 400 and words in error["message"] and error["param"] == field
 
 
 def test_the_page_api_takes_flags_and_languages_of_their_kind(server):

@@ -26,6 +26,7 @@ import pytest
 
 from omnivoice_build.equivalence import CASES, GREEDY, compare, next_step_agreement, write_reference
 from omnivoice_rt.model import OmniVoiceONNX
+from omnivoice_rt.request import OPTIONS, OptionError, Request
 from omnivoice_rt.voice_prompt import VoicePrompt
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
@@ -175,28 +176,54 @@ def write_wav(path, samples, rate=24000):
 
 
 @pytest.mark.parametrize(
-    "kwargs,message",
+    "kwargs,option,message",
     [
-        ({"text": ""}, "empty"),
-        ({"text": "   \n\t "}, "empty"),
-        ({"text": "?!... ,,"}, "no letters"),
-        ({"text": "x" * 10_001}, "limit"),
-        ({"text": "Hello.", "language": "Klingonese"}, "Unknown language"),
-        ({"text": "Hello.", "language": "Englsh"}, "Did you mean 'English'"),
-        ({"text": "Hello.", "instruct": "robot voice"}, "Unsupported instruct"),
-        ({"text": "Hello.", "instruct": "male, female"}, "Conflicting"),
-        ({"text": "Hello.", "instruct": "british accent, 四川话"}, "Cannot mix"),
-        ({"text": "Hello.", "duration": 0}, "duration"),
-        ({"text": "Hello.", "duration": -1}, "duration"),
-        ({"text": "Hello.", "speed": 0}, "speed"),
-        ({"text": "Hello.", "num_step": 0}, "num_step"),
-        ({"text": "Hello.", "guidance_scale": float("nan")}, "guidance_scale"),
-        ({"text": "Hello.", "ref_text": "Hi."}, "without ref_audio"),
+        ({"text": ""}, "text", "empty"),
+        ({"text": "   \n\t "}, "text", "empty"),
+        ({"text": "?!... ,,"}, "text", "no letters"),
+        ({"text": "x" * 10_001}, "text", "limit"),
+        ({"text": "Hello.", "language": "Klingonese"}, "language", "Unknown language"),
+        ({"text": "Hello.", "language": "Englsh"}, "language", "Did you mean 'English'"),
+        ({"text": "Hello.", "instruct": "robot voice"}, "instruct", "Unsupported instruct"),
+        ({"text": "Hello.", "instruct": "male, female"}, "instruct", "Conflicting"),
+        ({"text": "Hello.", "instruct": "british accent, 四川话"}, "instruct", "Cannot mix"),
+        ({"text": "Hello.", "duration": 0}, "duration", "duration"),
+        ({"text": "Hello.", "duration": -1}, "duration", "duration"),
+        ({"text": "Hello.", "speed": 0}, "speed", "speed"),
+        ({"text": "Hello.", "num_step": 0}, "num_step", "num_step"),
+        ({"text": "Hello.", "guidance_scale": float("nan")}, "guidance_scale", "guidance_scale"),
+        ({"text": "Hello.", "ref_text": "Hi."}, "ref_text", "without ref_audio"),
+        ({"text": "Hello.", "preset": "quick"}, "preset", "unknown preset"),
     ],
 )
-def test_bad_generate_input(fp32_voice, kwargs, message):
-    with pytest.raises(ValueError, match=message):
+def test_bad_generate_input(fp32_voice, kwargs, option, message):
+    """One clear error naming the option it refuses (``OptionError.option``), for every door."""
+    with pytest.raises(OptionError, match=message) as refused:
         fp32_voice.generate(**kwargs)
+    assert refused.value.option == option
+
+
+def bad_values(option) -> list:
+    """Values ``option`` must refuse by its declaration: another kind, and past each bound."""
+    values = [{"bool": 1, "whole": 1.5, "number": "1"}[option.kind]]
+    values += [option.low - 1] if option.low is not None else []
+    values += [option.above] if option.above is not None else []
+    values += [option.high + 1] if option.high is not None else []
+    values += [float("inf")] if option.kind == "number" else []
+    values += [10**400] if option.kind in ("number", "whole") else []  # past any float
+    return values
+
+
+@pytest.mark.parametrize(
+    "name", [n for n, o in OPTIONS.items() if o.kind in ("number", "whole", "bool")]
+)
+def test_every_option_is_checked_by_its_declaration_and_named(name):
+    option = OPTIONS[name]
+    for value in bad_values(option):
+        with pytest.raises(OptionError) as refused:
+            Request.from_options({"text": "Hello.", name: value})
+        assert refused.value.option == name and str(refused.value).startswith(f"{name} must be")
+        assert option.wanted() in str(refused.value), value
 
 
 def test_bad_references(fp32_voice, tmp_path):

@@ -300,7 +300,7 @@ def test_mcp_tools_take_uploads_leave_optional_files_out_and_pass_results_on(ser
         (b"[" * 10_000 + b"]" * 10_000, None, "nested too deeply"),
         (b'{"input": "Hello \\ud800 world"}', "input", "U+D800"),
         (b'{"input": "Hello.", "speed": 1e-310}', "speed", "from 0.1 to 10"),
-        (b'{"input": "Hello.", "speed": 1e-300}', "speed", "got 1e-300."),
+        (b'{"input": "Hello.", "speed": 1e-300}', "speed", "got 1e-300"),
         (b'{"input": "Hello.", "speed": 1' + b"0" * 400 + b"}", "speed", "from 0.1 to 10"),
         (b'{"input": "Hello.", "language": "en\\udc00"}', "language", "U+DC00"),
         (b'{"input": "Hello.", "instructions": "\\ud83d"}', "instructions", "U+D83D"),

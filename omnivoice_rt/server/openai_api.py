@@ -34,12 +34,13 @@ from starlette.requests import ClientDisconnect
 
 from omnivoice_rt.audio.formats import FORMATS, AudioWriter, available_formats
 from omnivoice_rt.errors import Cancelled
-from omnivoice_rt.limits import BODY_TIMEOUT_S, MAX_SPEED, MIN_SPEED, SEND_TIMEOUT_S
+from omnivoice_rt.limits import BODY_TIMEOUT_S, SEND_TIMEOUT_S
 from omnivoice_rt.request import (
     DOOR_NORMALIZE_TEXT,
     DOOR_PRESET,
-    KIND_NAMES,
+    KINDS,
     PRESETS,
+    OptionError,
     check_text,
 )
 from omnivoice_rt.request import Request as SynthesisRequest
@@ -48,7 +49,7 @@ from omnivoice_rt.server.serving import Service, resolve_seed
 from omnivoice_rt.server.voices import AUTO_VOICE, DESIGNED_VOICES, VoiceLibrary
 from omnivoice_rt.server.voices_api import voice_routes
 from omnivoice_rt.text.instructs import resolve_instruct
-from omnivoice_rt.text.languages import quoted, resolve_language
+from omnivoice_rt.text.languages import quoted
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,8 @@ OPENAI_VOICES = DESIGNED_VOICES  # OpenAI's voice names, as voice designs
 # OpenAI's model names, taken as presets of the server's default precision.
 OPENAI_MODELS = {"tts-1": "fast", "gpt-4o-mini-tts": DOOR_PRESET, "tts-1-hd": "best"}
 MODEL = "omnivoice"  # the server's default precision and preset; "omnivoice-int8" and so on name a precision
+# the request's options (OPTIONS) that OpenAI's body names otherwise
+FIELDS = {"text": "input", "instruct": "instructions"}
 MAX_BODY_BYTES = 1 << 20  # a request body: 10,000 characters of text are at most 40 kB of JSON
 
 
@@ -171,54 +174,25 @@ class OpenAIDoor:
             raise ApiError(
                 400, f"'instructions' are voice-design items here. {exc}", param="instructions"
             ) from exc
-        speed, seed = body.get("speed", 1.0), body.get("seed")
-        if (
-            not isinstance(speed, (int, float))
-            or isinstance(speed, bool)
-            or not MIN_SPEED <= speed <= MAX_SPEED
-        ):
-            shown = repr(speed)[:20] if isinstance(speed, (int, float)) else type(speed).__name__
-            raise ApiError(
-                400,
-                f"'speed' must be a number from {MIN_SPEED:g} to {MAX_SPEED:g} (1.0 is normal), "
-                f"got {shown}.",
-                param="speed",
-            )
-        if seed is not None and (
-            not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63
-        ):
-            raise ApiError(400, "'seed' must be a non-negative integer.", param="seed")
-        normalize_text = body.get("normalize_text", DOOR_NORMALIZE_TEXT)
-        if not isinstance(normalize_text, bool):
-            raise ApiError(
-                400,
-                "'normalize_text' must be true (numbers and dates read as words) or false.",
-                param="normalize_text",
-            )
-        language = body.get("language")
-        try:
-            if language is not None and not isinstance(language, str):
-                raise ValueError("'language' must be a language name or code, such as 'en'.")
-            resolve_language(language)
-        except ValueError as exc:
-            raise ApiError(400, str(exc), param="language") from exc
+        seed = body.get("seed")
         options = {
             "text": text,
-            "language": language or voice_options.get("language"),
+            # a language given (of any type) is the request's to check; else the voice's
+            "language": voice_options.get("language")
+            if body.get("language") is None
+            else body["language"],
             "instruct": instruct,
             "voice_prompt": voice_options.get("voice_prompt"),
-            "speed": float(speed),
-            "seed": resolve_seed(seed, seed is None),
-            "normalize_text": normalize_text,
+            "speed": body.get("speed", 1.0),
+            "seed": resolve_seed(None, True) if seed is None else seed,
+            "normalize_text": body.get("normalize_text", DOOR_NORMALIZE_TEXT),
         }
-        try:
+        try:  # each option checked once, by the request, which names the option it refuses
             synthesis = SynthesisRequest.from_options(
                 options, preset, normalizer=self.service.normalizer(should_stop)
             )
-        # each field was checked above; what is left: the text as normalization left it
-        except ValueError as exc:
-            param = "input" if str(exc).startswith("text") else None
-            raise ApiError(400, str(exc), param=param) from exc
+        except OptionError as exc:
+            raise ApiError(400, str(exc), param=FIELDS.get(exc.option, exc.option)) from exc
         return SpeechRequest(
             synthesis=synthesis,
             precision=precision,
@@ -522,7 +496,8 @@ def optional(body: dict, field: str, kind: type):
     if value is not None and not isinstance(value, kind):
         raise ApiError(
             400,
-            f"'{field}' must be {KIND_NAMES[(kind,)]}, got {type(value).__name__}.",
+            f"'{field}' must be {KINDS['bool' if kind is bool else 'text']}, got "
+            f"{type(value).__name__}.",
             param=field,
         )
     return value

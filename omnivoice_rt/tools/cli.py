@@ -210,12 +210,12 @@ def request_flags(parser) -> None:
     ``--denoise/--no-denoise``; one left out takes the preset's value (``balanced`` by default)."""
     from omnivoice_rt.request import DOOR_PRESET, OPTIONS
 
-    for name, (kinds, meaning) in OPTIONS.items():
-        flag = "--" + name.replace("_", "-")
-        if kinds == (bool,):
+    for name, option in OPTIONS.items():
+        flag, meaning = "--" + name.replace("_", "-"), option.help
+        if option.kind == "bool":
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, help=meaning)
             continue
-        kind = {(str,): str, (int,): int}.get(kinds, float)
+        kind = {"text": str, "file": str, "whole": int}.get(option.kind, float)
         if name == "num_step":
             kind = _steps  # a preset's name too: the older spelling of --preset
         if name == "preset":
