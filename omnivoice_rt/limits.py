@@ -1,5 +1,5 @@
 """The bounds every door shares (the page, gradio_client, the CLI, the HTTP and MCP doors, batch):
-one table, each with the reason it is there. The README's limits section lists them.
+one table, each with the reason it is there. docs/limits.md lists them.
 
 A request is measured against these before any model runs: text and transcripts by length,
 reference files by their header (never decoded when over the cap), voice prompt files by their

@@ -4,7 +4,7 @@
     text = transcriber.transcribe("me.wav", language="en")
 
 Whisper through ``onnx-asr`` (ONNX Runtime and numpy, like the rest of the runtime; measured
-against faster-whisper in the README). The model is an onnx-community Whisper export (the
+against faster-whisper in docs/performance.md). The model is an onnx-community Whisper export (the
 ``onnx/encoder_model*.onnx`` and ``onnx/decoder_model_merged*.onnx`` graphs, ``vocab.json``,
 ``added_tokens.json``), from a local folder or downloaded through the Hugging Face cache like the
 artifacts (``OMNIVOICE_ASR_MODEL`` picks another one). Whisper knows 99 languages: for another of
