@@ -258,6 +258,18 @@ def test_models_list_precisions_and_openai_names(client):
             "Unknown language 'Klingon'",
         ),
         (
+            {"extra_body": {"preset": "quick"}},
+            openai.BadRequestError,
+            "preset",
+            "unknown preset 'quick'; use one of best, balanced, fast, turbo",
+        ),
+        (
+            {"extra_body": {"seed": -1}},
+            openai.BadRequestError,
+            "seed",
+            "seed must be a whole number >= 0, got -1",
+        ),
+        (
             {"extra_body": {"normalize_text": "yes"}},
             openai.BadRequestError,
             "normalize_text",

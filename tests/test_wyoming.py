@@ -213,7 +213,11 @@ def test_streamed_text_is_spoken_sentence_by_sentence_before_the_stop(server, ru
         (Event("synthesize", {"text": "   "}), "bad-request", "text is empty"),
         (Event("synthesize", {"text": "x" * 10_001}), "bad-request", "the limit is 10000"),
         (Event("synthesize", {"text": "Hi.", "voice": "alloy"}), "bad-event", "must be an object"),
-        (Event("synthesize", {"text": "Hi.", "seed": -1}), "bad-event", "non-negative integer"),
+        (
+            Event("synthesize", {"text": "Hi.", "seed": -1}),
+            "bad-event",
+            "seed must be a whole number >= 0",
+        ),
         (
             Event("synthesize", {"text": "Hi.", "voice": {"language": "Klingon"}}),
             "bad-request",

@@ -39,7 +39,6 @@ from omnivoice_rt.request import (
     DOOR_NORMALIZE_TEXT,
     DOOR_PRESET,
     KINDS,
-    PRESETS,
     OptionError,
     check_text,
 )
@@ -132,13 +131,7 @@ class OpenAIDoor:
                 code="model_not_found",
             )
         precision, preset = models[model]
-        preset = optional(body, "preset", str) or preset
-        if preset not in PRESETS:
-            raise ApiError(
-                400,
-                f"Unknown preset {quoted(preset)}; choose one of {', '.join(PRESETS)}.",
-                param="preset",
-            )
+        preset = optional(body, "preset", str) or preset  # the request checks it
         voice = body.get("voice")
         if isinstance(voice, dict):  # OpenAI's {"id": "voice_..."} form of a custom voice
             voice = voice.get("id")

@@ -57,7 +57,14 @@ from omnivoice_rt.limits import (
     SEND_TIMEOUT_S,
     WYOMING_IDLE_S,
 )
-from omnivoice_rt.request import DOOR_NORMALIZE_TEXT, DOOR_PRESET, Request, check_text
+from omnivoice_rt.request import (
+    DOOR_NORMALIZE_TEXT,
+    DOOR_PRESET,
+    OPTIONS,
+    OptionError,
+    Request,
+    check_text,
+)
 from omnivoice_rt.server.connections import closed_connection, refused_connection
 from omnivoice_rt.server.serving import Service, resolve_seed
 from omnivoice_rt.server.voices import VoiceLibrary
@@ -512,9 +519,13 @@ def text_of(data: dict) -> str:
 
 
 def seed_of(data: dict) -> int:
+    """The event's ``seed`` (beyond the protocol), checked by its option's declaration; drawn
+    where it is not given."""
     seed = data.get("seed")
-    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
-        raise WyomingError("bad-event", "'seed' must be a non-negative integer.")
+    try:
+        OPTIONS["seed"].check("seed", seed)
+    except OptionError as exc:
+        raise WyomingError("bad-event", f"{exc}.") from None
     return resolve_seed(seed, seed is None)
 
 
