@@ -49,6 +49,11 @@ def test_api_lists_the_stable_endpoints_only(client):
         preset = next(p for p in info[endpoint]["parameters"] if p["parameter_name"] == "preset")
         # the page's and the API's default on a CPU
         assert preset["parameter_default"] == "balanced"
+        # the server's default precision, as the handlers were made for this server
+        precision = next(
+            p for p in info[endpoint]["parameters"] if p["parameter_name"] == "precision"
+        )
+        assert precision["parameter_default"] == "int4"
         assert preset["python_type"]["type"] == "Literal['best', 'balanced', 'fast', 'turbo']"
         parameters = info[endpoint]["parameters"]
         normalize = next(p for p in parameters if p["parameter_name"] == "normalize_text")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import inspect
 import logging
 import os
@@ -19,7 +20,6 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import SimpleNamespace
 
 import gradio as gr
 import numpy as np
@@ -343,19 +343,43 @@ def prompt_file() -> Path:
 # ----------------------------------------------------------------------------- event handlers
 
 
-def make_handlers(
-    service: Service, default: str, library: VoiceLibrary, keyed: bool = False
-) -> SimpleNamespace:
-    """The API's handlers (the whole result at the end; their docstrings describe the MCP tools)
-    and the page's (pieces as they are made, when ``STREAMING``); all share the service, their
-    line and their messages. ``keyed``: the server has an API key, which the library's writes
-    need (``LIBRARY_KEYED``): the page and MCP, which carry none, do not write."""
+def with_defaults(handler: Callable, **defaults) -> Callable:
+    """``handler`` with the defaults of some parameters replaced: Gradio reads a handler's
+    signature for its API's parameters and their defaults (the server's default precision)."""
+    signature = inspect.signature(handler)
+    parameters = [
+        p.replace(default=defaults.get(p.name, p.default)) for p in signature.parameters.values()
+    ]
+
+    @functools.wraps(handler)
+    def defaulted(*args, **kwargs):
+        return handler(*args, **kwargs)
+
+    defaulted.__signature__ = signature.replace(parameters=parameters)
+    return defaulted
+
+
+class Handlers:
+    """What the page's buttons and its API call. The API's handlers (``synthesize``, ``clone``...:
+    the whole result at the end; their docstrings describe the MCP tools) and the page's
+    (``synthesize_page``, ``clone_page``: pieces as they are made, when ``STREAMING``) share the
+    service, its line and its messages. Each handler's signature is its endpoint's, read by
+    Gradio. ``keyed``: the server has an API key, which the library's writes need
+    (``LIBRARY_KEYED``): the page and MCP, which carry none, do not write."""
+
+    def __init__(self, service: Service, default: str, library: VoiceLibrary, keyed: bool = False):
+        self.service, self.default, self.library, self.keyed = service, default, library, keyed
+        for name in ("synthesize", "clone", "save_voice_prompt", "save_to_library"):
+            setattr(self, name, with_defaults(getattr(self, name), precision=default))
+        self.synthesize_page = self.page_twin(self.synthesize)
+        self.clone_page = self.page_twin(self.clone)
 
     def synthesize(
+        self,
         text,
         language="Auto",
         instruct=None,
-        precision=default,
+        precision=None,
         num_step=DEFAULTS["num_step"],
         guidance=DEFAULTS["guidance"],
         speed=1.0,
@@ -390,16 +414,31 @@ def make_handlers(
         Returns:
             The speech as a 24 kHz wav file, and one line saying its length, time taken and seed.
         """
-        # The arguments by name (this signature is the API's): see page_request.
-        return run_synthesis(service, precision, progress, page_request(locals(), service, library))
+        fields = dict(
+            text=text,
+            language=language,
+            instruct=instruct,
+            num_step=num_step,
+            guidance=guidance,
+            speed=speed,
+            duration=duration,
+            seed=seed,
+            randomize_seed=randomize_seed,
+            denoise=denoise,
+            postprocess=postprocess,
+            preset=preset,
+            normalize_text=normalize_text,
+        )
+        return self.speak(fields, precision, progress)
 
     def clone(
+        self,
         text,
         ref_audio=None,
         ref_text=None,
         voice_prompt=None,
         language="Auto",
-        precision=default,
+        precision=None,
         num_step=DEFAULTS["num_step"],
         guidance=DEFAULTS["guidance"],
         speed=1.0,
@@ -438,10 +477,33 @@ def make_handlers(
         Returns:
             The speech as a 24 kHz wav file, and one line saying its length, time taken and seed.
         """
-        # The arguments by name (this signature is the API's): see page_request.
-        return run_synthesis(service, precision, progress, page_request(locals(), service, library))
+        fields = dict(
+            text=text,
+            ref_audio=ref_audio,
+            ref_text=ref_text,
+            voice_prompt=voice_prompt,
+            language=language,
+            num_step=num_step,
+            guidance=guidance,
+            speed=speed,
+            duration=duration,
+            seed=seed,
+            randomize_seed=randomize_seed,
+            denoise=denoise,
+            postprocess=postprocess,
+            preset=preset,
+            normalize_text=normalize_text,
+            instruct=instruct,
+            voice=voice,
+        )
+        return self.speak(fields, precision, progress)
 
-    def page_twin(api_handler):
+    def speak(self, fields: dict, precision: str | None, progress):
+        """An API handler's fields (by the page's names: ``page_request``) spoken, whole."""
+        request = page_request(fields, self.service, self.library)
+        return run_synthesis(self.service, precision or self.default, progress, request)
+
+    def page_twin(self, api_handler):
         """The page's button for an API handler: the same fields (this signature, which Gradio
         reads, is the handler's), then the "sentence by sentence" box; the pieces go to the
         player as they are made."""
@@ -459,16 +521,15 @@ def make_handlers(
             tracker = values.pop("progress", progress.default)
             with as_messages():
                 pieces = page_flag(values.pop("sentences", False), "sentences")
-            request = page_request(values, service, library)
-            yield from stream_synthesis(service, values["precision"], tracker, request, pieces)
+            request = page_request(values, self.service, self.library)
+            precision = values["precision"] or self.default
+            yield from stream_synthesis(self.service, precision, tracker, request, pieces)
 
         twin.__signature__ = twin_signature
         twin.__name__ = f"{api_handler.__name__}_page"
         return twin
 
-    synthesize_page, clone_page = page_twin(synthesize), page_twin(clone)
-
-    def save_voice_prompt(ref_audio, ref_text=None, precision=default, progress=gr.Progress()):
+    def save_voice_prompt(self, ref_audio, ref_text=None, precision=None, progress=gr.Progress()):
         """Encode a reference recording once as a voice prompt file, to clone that voice again without the recording.
 
         Args:
@@ -483,7 +544,7 @@ def make_handlers(
         with as_messages():
             if ref_text is not None:
                 check_string(ref_text, "ref_text (the reference's transcript)")
-            reference = service.reference(
+            reference = self.service.reference(
                 precision, ref_audio, ref_text, None, progress, None, abandoned()
             )
             with reference as (_, prompt, _):
@@ -492,7 +553,7 @@ def make_handlers(
         prompt.save(path)
         return str(path)
 
-    def transcribe(ref_audio, language="Auto", progress=gr.Progress()):
+    def transcribe(self, ref_audio, language="Auto", progress=gr.Progress()):
         """Transcribe a reference recording with Whisper: what the recording says, to check before cloning.
 
         Args:
@@ -504,25 +565,26 @@ def make_handlers(
         if not ref_audio:
             return ""
         with as_messages():
-            recogniser = service.recogniser.get(progress)
-            with service.slot(progress, should_stop=abandoned()):
+            recogniser = self.service.recogniser.get(progress)
+            with self.service.slot(progress, should_stop=abandoned()):
                 progress(0.5, desc="Transcribing the reference")
                 return recogniser.transcribe(ref_audio, language_arg(language))
 
-    def list_voices():
-        """The voices of the server's library, to clone by name (clone's voice argument): saved references and named voice designs.
+    def list_voices(self):
+        """The voices of the server's self.library, to clone by name (clone's voice argument): saved references and named voice designs.
 
         Returns:
             A list of voices: name, kind ("clone": a saved reference, "design": an instruct), language, instruct, duration of the reference in seconds, created.
         """
-        return [entry.as_dict() for entry in library.saved()]
+        return [entry.as_dict() for entry in self.library.saved()]
 
     def save_to_library(
+        self,
         name,
         ref_audio=None,
         ref_text=None,
         language="Auto",
-        precision=default,
+        precision=None,
         progress=gr.Progress(),
     ):
         """Save a reference recording in the server's voice library under a name, for every door (the page, clone's voice argument, the OpenAI and Wyoming doors). Only where the server allows it (--voices-writable) and has no API key (with a key: POST /v1/audio/voices).
@@ -536,7 +598,7 @@ def make_handlers(
         Returns:
             One line saying what was saved.
         """
-        if keyed and library.writable:
+        if self.keyed and self.library.writable:
             raise refused(LIBRARY_KEYED)
         if not ref_audio:
             raise refused("Record or upload a reference voice first.")
@@ -544,7 +606,7 @@ def make_handlers(
             language = language_arg(language)
 
         def encode():
-            reference = service.reference(
+            reference = self.service.reference(
                 precision, ref_audio, ref_text or None, language, progress, None, abandoned()
             )
             with reference as (_, prompt, _):
@@ -553,32 +615,20 @@ def make_handlers(
         with as_messages():
             try:
                 named = name.strip() if isinstance(name, str) else name
-                entry = library.add_recording(named, encode, language)
+                entry = self.library.add_recording(named, encode, language)
             except (FileExistsError, PermissionError) as exc:  # not REPORTED: said here
                 raise ValueError(str(exc)) from None
         return f"Saved {entry.name!r} in the library ({entry.duration:g} s of speech)."
 
-    def example(text, language, instruct, progress=gr.Progress()):
+    def example(self, text, language, instruct, progress=gr.Progress()):
         """An example of the page, as the page's defaults make it (seed 0, so a cached result is its result)."""
         fields = {**DEFAULTS, "randomize_seed": False, "text": text, "language": language}
         return run_synthesis(
-            service,
-            default,
+            self.service,
+            self.default,
             progress,
-            page_request({**fields, "instruct": instruct or None}, service),
+            page_request({**fields, "instruct": instruct or None}, self.service),
         )
-
-    return SimpleNamespace(
-        synthesize=synthesize,
-        clone=clone,
-        synthesize_page=synthesize_page,
-        clone_page=clone_page,
-        save_voice_prompt=save_voice_prompt,
-        transcribe=transcribe,
-        example=example,
-        list_voices=list_voices,
-        save_to_library=save_to_library,
-    )
 
 
 # ----------------------------------------------------------------------------- layout
@@ -662,7 +712,7 @@ def build_demo(
     config, default, offered = service.config, service.models.default, service.models.offered
     if config.preload:
         service.preload(default)
-    handlers = make_handlers(service, default, library, keyed)
+    handlers = Handlers(service, default, library, keyed)
     examples_cache()
 
     def describe(precision: str) -> str:
