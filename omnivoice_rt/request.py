@@ -39,7 +39,7 @@ from omnivoice_rt.engine.unmask import UnmaskSettings
 from omnivoice_rt.limits import MAX_DURATION_S, MAX_SPEED, MAX_STEPS, MAX_TEXT_CHARS, MIN_SPEED
 from omnivoice_rt.text import normalize
 from omnivoice_rt.text.instructs import ZH_RE, resolve_instruct
-from omnivoice_rt.text.languages import check_string, resolve_language
+from omnivoice_rt.text.languages import check_string, quoted, resolve_language
 
 PRESETS = {
     "best": {"num_step": 32, "prompt_cache_refresh": 0, "guidance_every": 1},
@@ -94,7 +94,8 @@ class GenerationSettings(UnmaskSettings):
     def preset(cls, name: str, **overrides) -> GenerationSettings:
         """The settings of preset ``name`` (see ``PRESETS``), with ``overrides`` on top."""
         if name not in PRESETS:
-            raise ValueError(f"unknown preset {name!r}; use one of {', '.join(PRESETS)}")
+            shown = quoted(name) if isinstance(name, str) else repr(name)
+            raise ValueError(f"unknown preset {shown}; use one of {', '.join(PRESETS)}")
         return cls(**{**PRESETS[name], **overrides})
 
     def validate(self) -> None:

@@ -12,16 +12,17 @@ from gradio_client import Client, handle_file
 from omnivoice_build.equivalence import write_reference
 from omnivoice_rt.server.page import LICENCE_LINE
 
-# text, language, instruct, precision, num_step, guidance, speed, duration, seed, randomize, denoise, postprocess
+# text, language, instruct, precision, num_step, guidance_scale, speed, duration, seed, randomize,
+# denoise, postprocess_output (tests/test_asr.py calls with the older names, guidance and postprocess)
 FIXED = dict(
     num_step=8,
-    guidance=2.0,
+    guidance_scale=2.0,
     speed=1.0,
     duration=2.0,
     seed=3,
     randomize_seed=False,
     denoise=True,
-    postprocess=False,
+    postprocess_output=False,
 )
 
 
@@ -61,7 +62,21 @@ def test_api_lists_the_stable_endpoints_only(client):
         assert normalize["parameter_default"] is True
         names = [p["parameter_name"] for p in parameters]
         later = ["instruct", "voice"] if endpoint == "/clone" else []
-        assert names[names.index("preset") :] == ["preset", "normalize_text", *later]
+        aliases = ["guidance", "postprocess"]  # the older names, still taken
+        assert names[names.index("preset") :] == ["preset", "normalize_text", *later, *aliases]
+        assert {"guidance_scale", "postprocess_output"} <= set(names)  # as OPTIONS names them
+
+
+def test_the_api_takes_the_options_names_and_the_older_ones(client):
+    def audio(**settings):
+        kwargs = {**FIXED, **settings}
+        path, _ = client.predict("Hello.", "English", "", "int4", **kwargs, api_name="/synthesize")
+        return sf.read(path)[0]
+
+    new = audio(guidance_scale=0.5, postprocess_output=True)
+    old = audio(guidance=0.5, postprocess=True)
+    np.testing.assert_array_equal(new, old)
+    assert not np.array_equal(new, audio(guidance_scale=2.0, postprocess_output=True))
 
 
 def test_the_page_says_under_which_licences_the_code_and_the_weights_are(app_server):

@@ -57,6 +57,7 @@ def browser(tmp_path_factory):
 def page(browser, app_server):
     page = browser.new_page(viewport={"width": 1280, "height": 1400})
     page.goto(app_server, wait_until="networkidle")
+    # the waits below ask for elements a predicate may find missing while Gradio still renders
     return page
 
 
@@ -83,7 +84,7 @@ def result_line(page) -> str:
 def test_the_page_says_when_the_default_precision_is_ready(page):
     """The server loads int4 as it starts; the precision line follows that load without a click."""
     page.wait_for_function(
-        "() => document.querySelector('#precision-info').innerText.includes('Loaded,')",
+        "() => (document.querySelector('#precision-info')?.innerText || '').includes('Loaded,')",
         timeout=120_000,
     )
     assert "ready" in page.inner_text("#precision-info")
@@ -97,7 +98,7 @@ def test_generate_switch_precision_and_clone(page, tmp_path):
     page.fill("#tts-text textarea", "Hello from a real browser.")
     page.get_by_role("button", name="[laughter]").click()
     page.wait_for_function(
-        "() => document.querySelector('#tts-text textarea').value.endsWith('[laughter]')",
+        "() => (document.querySelector('#tts-text textarea')?.value || '').endsWith('[laughter]')",
         timeout=10_000,
     )
     assert page.input_value("#tts-text textarea") == "Hello from a real browser.[laughter]"
@@ -117,7 +118,7 @@ def test_generate_switch_precision_and_clone(page, tmp_path):
     page.wait_for_selector("#ref-audio audio[src]", state="attached", timeout=30_000)
     # The upload is transcribed into the (editable) transcript box.
     page.wait_for_function(
-        "() => document.querySelector('#ref-text textarea').value === 'This is my voice.'",
+        "() => document.querySelector('#ref-text textarea')?.value === 'This is my voice.'",
         timeout=60_000,
     )
     page.fill("#clone-text textarea", "And this is me, cloned.")
@@ -202,7 +203,7 @@ def test_a_first_visit_generates_the_default_text_then_clones_a_recorded_voice(b
         page.wait_for_timeout(3000)
         page.locator("#ref-audio").get_by_role("button", name="Stop", exact=True).click()
         page.wait_for_function(
-            f"() => document.querySelector('#ref-text textarea').value === {TRANSCRIPT!r}",
+            f"() => document.querySelector('#ref-text textarea')?.value === {TRANSCRIPT!r}",
             timeout=60_000,
         )
         page.fill("#clone-text textarea", "And this is me, recorded and cloned.")

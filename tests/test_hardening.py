@@ -241,6 +241,7 @@ def test_refusals_are_one_line_of_the_log_without_a_traceback(server):
 
     url, wyoming, log = server
     settings = ["fp32", 8, 2.0, 1.0, 2.0, 3, False, True, False, "balanced", True, None, None]
+    settings += [None, None]  # the older names of guidance_scale and postprocess_output
     no_meta = api_call(
         url, "clone", ["Hi.", {"path": "/etc/passwd"}, "hi", None, "Auto", *settings]
     )
@@ -296,7 +297,7 @@ def test_the_page_api_takes_flags_and_languages_of_their_kind(server):
     from tests.test_security import api_call
 
     url, _, log = server
-    settings = [8, 2.0, 1.0, 0, 3, "no", True, True, "balanced", True]  # randomize_seed "no"
+    settings = [8, 2.0, 1.0, 0, 3, "no", True, True, "balanced", True, None, None]  # randomize "no"
     assert "event: error" in api_call(url, "synthesize", ["Hi.", "Auto", "", "fp32", *settings])
     settings[5] = False
     assert "event: error" in api_call(url, "synthesize", ["Hi.", {}, "", "fp32", *settings])

@@ -46,9 +46,10 @@ def settings(**changes) -> dict:
             "Hi.",
             "Auto",
             "",
-            {"guidance": -5.0},
+            {"guidance_scale": -5.0},
             "less than minimum",
         ),  # Gradio checks the slider's range
+        ("Hi.", "Auto", "", {"guidance": -5.0}, "guidance_scale must be a finite number >= 0"),
         ("Hi.", "Auto", "", {"num_step": 10_000}, "greater than maximum"),
         ("Hi.", "Auto", "", {"num_step": 0}, "less than minimum"),
         ("Hi.", "Auto", "", {"speed": 0.0}, "less than minimum"),

@@ -332,7 +332,7 @@ def test_wrong_types_through_gradio_client_are_messages(server, reference):
     answer = api_call(
         url,
         "synthesize",
-        ["Hi \ud800 there.", "Auto", "", "int4", *FIXED.values(), "balanced", True],
+        ["Hi \ud800 there.", "Auto", "", "int4", *FIXED.values(), "balanced", True, None, None],
     )
     assert "event: error" in answer and "U+D800" in answer, answer
     assert "Traceback" not in log.read_text()

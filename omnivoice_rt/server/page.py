@@ -65,6 +65,8 @@ REFERENCE_TIPS = (
     "it; left empty, it is transcribed when you generate. Or load a voice prompt saved earlier."
 )
 DEFAULT_TEXT = "Hello! This is OmniVoice, speaking from ONNX Runtime on a CPU."
+# The API's older parameter names (gradio_client, MCP), still taken: the request's names are OPTIONS'
+ALIASES = {"guidance": "guidance_scale", "postprocess": "postprocess_output"}
 LICENCE_LINE = (  # the page's footer; README "Licences" says more
     "Code: Apache-2.0. The OmniVoice weights (k2-fsa/OmniVoice): CC-BY-NC, non-commercial use "
     "only, as their authors state. The Higgs Audio V2 tokenizer: Boson AI's licence."
@@ -208,6 +210,9 @@ def page_request(fields: dict, service: Service, library: VoiceLibrary | None = 
     """A handler's fields (its arguments, by the page's names) as a request: "Auto" is no
     language, a voice prompt (or a voice of the library) replaces the reference, 0 s is no
     duration, the seed is drawn; its numbers read as words by the server's worker."""
+    for old, new in ALIASES.items():  # the API's older names, where given, win
+        if fields.get(old) is not None:
+            fields = {**fields, new: fields[old]}
     saved = library_voice(library, fields.get("voice"))
     prompt = fields.get("voice_prompt") or saved.get("voice_prompt")
     if "ref_audio" in fields and not fields["ref_audio"] and not prompt and not saved:
@@ -228,11 +233,11 @@ def page_request(fields: dict, service: Service, library: VoiceLibrary | None = 
             ),
             "preset": fields["preset"],
             "num_step": whole(fields["num_step"]),
-            "guidance_scale": fields["guidance"],
+            "guidance_scale": fields["guidance_scale"],
             "speed": fields["speed"],
             "duration": fields["duration"] or None,  # 0 or empty: estimated
             "denoise": fields["denoise"],
-            "postprocess_output": fields["postprocess"],
+            "postprocess_output": fields["postprocess_output"],
             "normalize_text": fields["normalize_text"],
         }
         return Request.from_options(
@@ -381,15 +386,17 @@ class Handlers:
         instruct=None,
         precision=None,
         num_step=DEFAULTS["num_step"],
-        guidance=DEFAULTS["guidance"],
+        guidance_scale=DEFAULTS["guidance_scale"],
         speed=1.0,
         duration=0.0,
         seed=0,
         randomize_seed=DEFAULTS["randomize_seed"],
         denoise=True,
-        postprocess=True,
+        postprocess_output=DEFAULTS["postprocess_output"],
         preset=DOOR_PRESET,
         normalize_text=DEFAULTS["normalize_text"],
+        guidance=None,
+        postprocess=None,
         progress=gr.Progress(),
     ):
         """Speak a text in a new voice: chosen by the model, or designed from a short description.
@@ -401,16 +408,18 @@ class Handlers:
             instruct: The voice, as comma-separated items (at most one per kind): gender (male, female), age (child, teenager, young adult, middle-aged, elderly), pitch (very low pitch ... very high pitch), whisper, an English accent ("british accent"). Empty: the model chooses.
             precision: Model precision, one this server offers (the page's selector lists them; int4 is the fastest on most CPUs); left out: the server's default.
             num_step: Unmasking steps, 1 to 64 (the preset's: 16 balanced, 32 best, 12 fast).
-            guidance: Classifier-free guidance scale, 0 to 5 (2 by default).
+            guidance_scale: Classifier-free guidance scale, 0 to 5 (2 by default).
             speed: Speaking rate, 1.0 normal; above 1 is faster.
             duration: Length of the speech in seconds, up to 600; 0 estimates it from the text.
             seed: Random seed; the same seed and settings give the same audio.
             randomize_seed: True draws a new seed each call (the seed argument is then ignored).
             denoise: Denoise a reference (cloning only).
-            postprocess: Trim long silences and normalise the loudness.
+            postprocess_output: Trim long silences and normalise the loudness.
             preset: "balanced" (default), "best" (32 steps, as upstream), "fast" (12 steps) or
                 "turbo" (experimental: 12 steps, only changed frames run between refreshes).
             normalize_text: True (default) reads numbers, dates, times, money and percentages as words ("$12.50" as "twelve point five dollars"), as upstream's normalize_text does; False reads the text as written (spell numbers out yourself then).
+            guidance: The older name of guidance_scale, still taken (it wins where given).
+            postprocess: The older name of postprocess_output, still taken (it wins where given).
         Returns:
             The speech as a 24 kHz wav file, and one line saying its length, time taken and seed.
         """
@@ -419,15 +428,17 @@ class Handlers:
             language=language,
             instruct=instruct,
             num_step=num_step,
-            guidance=guidance,
+            guidance_scale=guidance_scale,
             speed=speed,
             duration=duration,
             seed=seed,
             randomize_seed=randomize_seed,
             denoise=denoise,
-            postprocess=postprocess,
+            postprocess_output=postprocess_output,
             preset=preset,
             normalize_text=normalize_text,
+            guidance=guidance,
+            postprocess=postprocess,
         )
         return self.speak(fields, precision, progress)
 
@@ -440,17 +451,19 @@ class Handlers:
         language="Auto",
         precision=None,
         num_step=DEFAULTS["num_step"],
-        guidance=DEFAULTS["guidance"],
+        guidance_scale=DEFAULTS["guidance_scale"],
         speed=1.0,
         duration=0.0,
         seed=0,
         randomize_seed=DEFAULTS["randomize_seed"],
         denoise=True,
-        postprocess=True,
+        postprocess_output=DEFAULTS["postprocess_output"],
         preset=DOOR_PRESET,
         normalize_text=DEFAULTS["normalize_text"],
         instruct=None,
         voice=None,
+        guidance=None,
+        postprocess=None,
         progress=gr.Progress(),
     ):
         """Speak a text in the voice of a reference recording, of a voice prompt saved earlier, or of a voice of the server's library (list_voices).
@@ -463,17 +476,19 @@ class Handlers:
             language: The text's language by name or code; "Auto" detects it.
             precision: Model precision, one this server offers; left out: the server's default.
             num_step: Unmasking steps, 1 to 64.
-            guidance: Classifier-free guidance scale, 0 to 5.
+            guidance_scale: Classifier-free guidance scale, 0 to 5.
             speed: Speaking rate, 1.0 normal.
             duration: Length of the speech in seconds; 0 estimates it.
             seed: Random seed; the same seed and settings give the same audio.
             randomize_seed: True draws a new seed each call.
             denoise: Denoise the reference first.
-            postprocess: Trim long silences and match the reference's loudness.
+            postprocess_output: Trim long silences and match the reference's loudness.
             preset: "balanced" (default), "best", "fast" or "turbo" (experimental).
             normalize_text: True (default) reads numbers, dates, times, money and percentages as words; False reads the text as written.
             instruct: A style over the cloned voice, as voice-design items ("whisper", "high pitch"); empty: the reference's own.
             voice: The name of a voice of the server's library (list_voices lists them), used instead of ref_audio and voice_prompt; empty otherwise.
+            guidance: The older name of guidance_scale, still taken (it wins where given).
+            postprocess: The older name of postprocess_output, still taken (it wins where given).
         Returns:
             The speech as a 24 kHz wav file, and one line saying its length, time taken and seed.
         """
@@ -484,17 +499,19 @@ class Handlers:
             voice_prompt=voice_prompt,
             language=language,
             num_step=num_step,
-            guidance=guidance,
+            guidance_scale=guidance_scale,
             speed=speed,
             duration=duration,
             seed=seed,
             randomize_seed=randomize_seed,
             denoise=denoise,
-            postprocess=postprocess,
+            postprocess_output=postprocess_output,
             preset=preset,
             normalize_text=normalize_text,
             instruct=instruct,
             voice=voice,
+            guidance=guidance,
+            postprocess=postprocess,
         )
         return self.speak(fields, precision, progress)
 
@@ -518,6 +535,8 @@ class Handlers:
             bound = twin_signature.bind(*args, **kwargs)
             bound.apply_defaults()
             values = bound.arguments
+            for old in ALIASES:  # the page's own controls carry the values
+                values.pop(old, None)
             tracker = values.pop("progress", progress.default)
             with as_messages():
                 pieces = page_flag(values.pop("sentences", False), "sentences")
@@ -648,7 +667,7 @@ def settings_panel() -> list:
                 1, MAX_STEPS, value=DEFAULTS["num_step"], step=1, label="Unmasking steps"
             )
             guidance = gr.Slider(
-                0.0, 5.0, value=DEFAULTS["guidance"], step=0.1, label="Guidance scale"
+                0.0, 5.0, value=DEFAULTS["guidance_scale"], step=0.1, label="Guidance scale"
             )
         with gr.Row():
             speed = gr.Slider(0.5, 2.0, value=1.0, step=0.05, label="Speed")
@@ -659,7 +678,9 @@ def settings_panel() -> list:
             seed = gr.Number(value=0, precision=0, label="Seed")
             randomize = gr.Checkbox(value=DEFAULTS["randomize_seed"], label="Randomize seed")
             denoise = gr.Checkbox(value=True, label="Denoise reference")
-            postprocess = gr.Checkbox(value=True, label="Trim silences and normalize")
+            postprocess = gr.Checkbox(
+                value=DEFAULTS["postprocess_output"], label="Trim silences and normalize"
+            )
         preset.change(
             lambda name: PRESETS[name]["num_step"], preset, steps, api_visibility="private"
         )
@@ -869,7 +890,11 @@ def build_demo(
         info.render()
 
         # The page's buttons: pieces to the player as they are made, then the whole result.
-        tts_inputs = [text, language, instruct, precision, *settings]
+        # the API's older names (ALIASES), of their options' kinds: inputs the page never sets,
+        # empty unless a client gives them (a Checkbox makes its None False: put back after)
+        aliases = [gr.Number(value=None, visible=False), gr.Checkbox(visible=False)]
+        aliases[1].value = None
+        tts_inputs = [text, language, instruct, precision, *settings, *aliases]
         clone_inputs = [
             clone_text,
             ref_audio,
@@ -880,6 +905,7 @@ def build_demo(
             *settings,
             clone_instruct,
             library_voice_choice,
+            *aliases,
         ]
         for button, handler, inputs in (
             (tts_button, handlers.synthesize_page, tts_inputs),

@@ -44,13 +44,13 @@ logger = logging.getLogger(__name__)
 # The page's settings as they start, and the API's defaults (the doors' preset, a random seed).
 DEFAULTS = {
     "num_step": PRESETS[DOOR_PRESET]["num_step"],
-    "guidance": GenerationSettings.guidance_scale,
+    "guidance_scale": GenerationSettings.guidance_scale,
     "speed": 1.0,
     "duration": 0.0,
     "seed": 0,
     "randomize_seed": True,
     "denoise": GenerationSettings.denoise,
-    "postprocess": GenerationSettings.postprocess_output,
+    "postprocess_output": GenerationSettings.postprocess_output,
     "preset": DOOR_PRESET,
     "normalize_text": DOOR_NORMALIZE_TEXT,
 }
