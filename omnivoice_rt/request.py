@@ -39,7 +39,7 @@ from omnivoice_rt.engine.unmask import UnmaskSettings
 from omnivoice_rt.limits import MAX_DURATION_S, MAX_SPEED, MAX_STEPS, MAX_TEXT_CHARS, MIN_SPEED
 from omnivoice_rt.text import normalize
 from omnivoice_rt.text.instructs import ZH_RE, resolve_instruct
-from omnivoice_rt.text.languages import check_string, quoted, resolve_language
+from omnivoice_rt.text.languages import check_string, resolve_language
 
 PRESETS = {
     "best": {"num_step": 32, "prompt_cache_refresh": 0, "guidance_every": 1},
@@ -94,8 +94,7 @@ class GenerationSettings(UnmaskSettings):
     def preset(cls, name: str, **overrides) -> GenerationSettings:
         """The settings of preset ``name`` (see ``PRESETS``), with ``overrides`` on top."""
         if name not in PRESETS:
-            shown = quoted(name) if isinstance(name, str) else repr(name)
-            raise ValueError(f"unknown preset {shown}; use one of {', '.join(PRESETS)}")
+            raise ValueError(f"unknown preset {_shown(name)}; use one of {', '.join(PRESETS)}")
         return cls(**{**PRESETS[name], **overrides})
 
     def validate(self) -> None:
@@ -297,10 +296,10 @@ class Request:
     normalizer: InitVar[Normalizer | None] = None
 
     def __post_init__(self, normalizer: Normalizer | None) -> None:
-        for name in ("duration", "speed", "seed"):  # the others' own checks say more below
+        # the other options' own checks, below, say more than their declarations
+        for name in ("duration", "speed", "seed", "normalize_text"):
             OPTIONS[name].check(name, getattr(self, name))
-        OPTIONS["normalize_text"].check("normalize_text", self.normalize_text)
-        if self.normalize_text is None:
+        if self.normalize_text is None:  # the only one that may not be left out
             raise OptionError("normalize_text", "normalize_text must be true or false, got None")
         text = _as_option("text", check_text, self.text)
         if self.ref_text is not None:

@@ -28,9 +28,7 @@ from omnivoice_rt.artifacts.profiles import PROFILES
 from omnivoice_rt.audio.formats import pcm16
 from omnivoice_rt.engine.kernels import KERNELS
 from omnivoice_rt.errors import REPORTED, Cancelled
-from omnivoice_rt.limits import (
-    MAX_STEPS,
-)
+from omnivoice_rt.limits import MAX_STEPS
 from omnivoice_rt.model import Speech
 from omnivoice_rt.request import DOOR_PRESET, PRESETS, Request
 from omnivoice_rt.server.models import graphs_size, offered_precisions
@@ -590,7 +588,7 @@ class Handlers:
                 return recogniser.transcribe(ref_audio, language_arg(language))
 
     def list_voices(self):
-        """The voices of the server's self.library, to clone by name (clone's voice argument): saved references and named voice designs.
+        """The voices of the server's library, to clone by name (clone's voice argument): saved references and named voice designs.
 
         Returns:
             A list of voices: name, kind ("clone": a saved reference, "design": an instruct), language, instruct, duration of the reference in seconds, created.
