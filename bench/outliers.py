@@ -10,14 +10,17 @@ For each kernel of ``omnivoice_rt.engine.kernels.KERNELS`` and each variant of t
 
 - ``hidden``: the relative error of the LLM's hidden states after one forward of 2 x 300
   random embeddings, on the ordinary tokens;
+- ``prompts``: the same on the prompts of four sentences unlike the calibration's, as a
+  generation feeds them halfway (:func:`prompt_error`): the model's own kind of input;
 - ``codes``: the share of ``best``'s codes (one short text, the same seed) equal to fp32's.
 
 The integer kernels run twice: as they are, and with the LLM's activations smoothed
 (``+smooth``, ``OMNIVOICE_SMOOTH=1``, the default: :mod:`omnivoice_rt.engine.smooth`).
 
-Variants: ``as built`` (the fixture's random weights); ``channels`` (``--channels`` channels of
-every RMSNorm weight of the hidden size scaled by ``--gain``: channel outliers in every product's input, on every
-token); ``token`` (one forward only: the first token's embedding carries two channels 1000x the
+Variants: ``as built`` (the fixture's random weights); ``norms`` (``--channels`` channels of
+every RMSNorm weight of the hidden size scaled by ``--gain``: channel outliers in the inputs of q,
+k, v, gate and up, on every token); ``products`` (``--channels`` output columns of every up and
+value product scaled by ``--gain``: channel outliers in down's and o's inputs); ``token`` (one forward only: the first token's embedding carries two channels 1000x the
 rest, a "massive activation" that every layer's norm turns into a few huge inputs of that token).
 Random weights say nothing about the released model's outliers: the figures show what each
 rounding does when they are there. The rewritten graphs are cached under ``$HF_HOME`` as the
@@ -38,20 +41,31 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from bench.benchmark import machine  # noqa: E402
-from omnivoice_rt.engine.smooth import NORMS, norm_weight  # noqa: E402
+from omnivoice_rt.engine.smooth import NORMS, norm_weight, product_width, sites  # noqa: E402
+
+WHERE = ("norms", "products")  # where with_channel_outliers puts them
 
 
 def with_channel_outliers(
-    artifacts: Path, precision: str, channels: int, gain: float, folder: Path | None = None
+    artifacts: Path,
+    precision: str,
+    channels: int,
+    gain: float,
+    folder: Path | None = None,
+    where: str = "norms",
 ) -> Path:
-    """A folder (``folder``, else a new temporary one) like ``artifacts`` (links) whose LLM's
-    RMSNorm weights have ``channels`` channels scaled by ``gain``."""
+    """A folder (``folder``, else a new temporary one) like ``artifacts`` (links) whose LLM carries
+    channel outliers: ``where="norms"``, ``channels`` channels of every RMSNorm weight of the
+    hidden size scaled by ``gain`` (q, k, v, gate and up's inputs); ``"products"``, ``channels``
+    output columns of every up and value product (down's and o's inputs: where real LLMs' massive
+    activations come from)."""
     import onnx
-    from onnx import numpy_helper
 
     from omnivoice_rt.artifacts.bidirectional import load_with_weights
     from omnivoice_rt.artifacts.manifest import load_manifest
 
+    if where not in WHERE:
+        raise ValueError(f"where={where!r}: use one of {', '.join(WHERE)}")
     folder = Path(folder or tempfile.mkdtemp(prefix="outliers-"))
     folder.mkdir(parents=True, exist_ok=True)
     for item in artifacts.iterdir():
@@ -64,6 +78,15 @@ def with_channel_outliers(
         if not item.name.startswith("llm_decoder.onnx"):
             (folder / Path(relative).parent / item.name).symlink_to(item.resolve())
     model = load_with_weights(source)
+    (norm_outliers if where == "norms" else product_outliers)(model, channels, gain)
+    target = folder / relative
+    onnx.save_model(model, str(target), save_as_external_data=True, location=target.name + ".data")
+    return folder
+
+
+def norm_outliers(model, channels: int, gain: float) -> None:
+    from onnx import numpy_helper
+
     initializers = {t.name: t for t in model.graph.initializer}
     hidden = model_hidden(model)
     picked = np.random.default_rng(0).choice(hidden, channels, replace=False)
@@ -75,14 +98,78 @@ def with_channel_outliers(
                 continue
             values[picked] *= gain
             weight.CopyFrom(numpy_helper.from_array(values, weight.name))
-    target = folder / relative
-    onnx.save_model(model, str(target), save_as_external_data=True, location=target.name + ".data")
-    return folder
+
+
+def product_outliers(model, channels: int, gain: float) -> None:
+    """``channels`` of the columns each up or value product makes for the next product's input
+    (:func:`omnivoice_rt.engine.smooth.sites`) scaled by ``gain``: in its weights' scales
+    (MatMulNBits) or its weights (MatMul)."""
+    from onnx import numpy_helper
+
+    from omnivoice_rt.engine.qgemm import is_product
+
+    initializers = {t.name: t for t in model.graph.initializer}
+    rng = np.random.default_rng(0)
+    for site in sites(model, lambda node: is_product(node, initializers)):
+        if site.producer is None:
+            continue
+        picked = rng.choice(np.unique(site.columns), channels, replace=False)
+        node = site.producer
+        if node.op_type == "MatMulNBits":  # scales (N x blocks): w = (q - zero) * scale
+            tensor = initializers[node.input[2]]
+            values = numpy_helper.to_array(tensor).copy()
+            rows = values.reshape(int(product_width(node, initializers)), -1)
+            rows[picked] *= gain
+        else:
+            tensor = initializers[node.input[1]]
+            values = numpy_helper.to_array(tensor).copy()
+            values[:, picked] *= gain
+        tensor.CopyFrom(numpy_helper.from_array(values, tensor.name))
 
 
 def model_hidden(model) -> int:
     arg = next(i for i in model.graph.input if i.name == "inputs_embeds")
     return arg.type.tensor_type.shape.dim[-1].dim_value
+
+
+# Prompts unlike the calibration's (omnivoice_rt.engine.smooth.CALIBRATION): (language, text).
+PROMPTS = [
+    ("en", "Please remember to water the plants while I am away next week."),
+    ("fr", "Bonjour à tous, la réunion commence dans cinq minutes."),
+    ("en", "Numbers like forty two and seventeen are read aloud clearly."),
+    ("zh", "我们明天早上八点在车站见面。"),
+]
+
+
+def prompt_error(voices: dict, frames: int = 80) -> dict[str, float]:
+    """The relative error of the LLM's hidden states on ``PROMPTS``' prompts as a generation
+    feeds them halfway (half the target's codes committed at random, the rest masks)."""
+    from omnivoice_rt.engine.prompt import TextTokenizer, build_prompt
+
+    exact = voices["fp32"]
+    tokenizer = TextTokenizer(exact.root / "tokenizer.json")
+    config = exact.config
+    rng = np.random.default_rng(5)
+    errors = {k: 0.0 for k in voices}
+    total = 0.0
+    for language, text in PROMPTS:
+        prompt = build_prompt(
+            tokenizer,
+            text,
+            frames,
+            num_codebooks=config.num_audio_codebook,
+            mask_id=config.audio_mask_id,
+            language=language,
+        )
+        target = prompt.ids[:, -frames:]
+        committed = rng.random(target.shape) < 0.5
+        target[committed] = rng.integers(0, config.audio_mask_id, committed.sum())
+        embeds = exact.backbone.embed(prompt.ids, prompt.audio_mask)
+        reference = exact.backbone.llm(embeds)[0].astype(np.float64)
+        total += float(np.square(reference).sum())
+        for k, voice in voices.items():
+            errors[k] += float(np.square(voice.backbone.llm(embeds)[0] - reference).sum())
+    return {k: float(np.sqrt(e / total)) for k, e in errors.items()}
 
 
 def hidden_error(voices: dict, massive: bool) -> dict[str, float]:
@@ -127,9 +214,12 @@ def main(argv=None) -> int:
     print(f"machine: {machine()}; {args.precision}; errors against the fp32 kernel")
     variants = {
         "as built": Path(args.artifacts),
-        f"channels x{args.gain:g}": with_channel_outliers(
-            Path(args.artifacts), args.precision, args.channels, args.gain
-        ),
+        **{
+            f"{where} x{args.gain:g}": with_channel_outliers(
+                Path(args.artifacts), args.precision, args.channels, args.gain, where=where
+            )
+            for where in WHERE
+        },
     }
     labels = [k + s for k in kernels for s in (("", "+smooth") if KERNELS[k].rounding else ("",))]
     print(f"{'variant':16s} {'measure':8s} " + " ".join(f"{k:>16s}" for k in labels))
@@ -143,6 +233,7 @@ def main(argv=None) -> int:
         rows = {"hidden": hidden_error(voices, massive=False)}
         if name == "as built":
             rows["hidden, token"] = hidden_error(voices, massive=True)
+        rows["prompts"] = prompt_error(voices)
         rows["codes"] = codes_equal(voices, args.text)
         for measure, values in rows.items():
             label = "token" if measure.endswith("token") else name

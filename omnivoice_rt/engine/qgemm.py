@@ -32,7 +32,7 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 # What a rewritten graph holds, in its cache key (omnivoice_rt.artifacts.derived): bump on any change here.
-VERSION = 2  # 2: the LLM's activations smoothed
+VERSION = 3  # 2: the LLM's activations smoothed; 3: o's and down's inputs too, each where it helps
 ROUNDINGS = ("tensor", "row")
 # A MatMul by a constant float weight is rewritten from this many weights on (the LLM's
 # projections; not the small products of a norm or a position table).
@@ -245,30 +245,60 @@ def product_weights(g: _Graph, node) -> np.ndarray:
     return g.tensor(node.input[1]).astype(np.float32)
 
 
-def _smoothing(g: _Graph, peaks: dict) -> dict:
-    """SmoothQuant's factors of each RMSNorm output of ``peaks`` read by products alone, folded
-    into the norm's weight here (the products' weights take them as they are rewritten)."""
-    from omnivoice_rt.engine.smooth import factors, smoothable
+def rounded_product(x: np.ndarray, weights: np.ndarray, rounding: str) -> np.ndarray:
+    """``x @ weights`` as the integer kernel of ``rounding`` computes it, in numpy: the weights
+    requantized (:func:`requantize`), the activations rounded per row or per call."""
+    w8, scale = requantize(weights)
+    if rounding == "row":
+        step = np.maximum(np.abs(x).max(axis=-1, keepdims=True) / LEVELS, 1e-30)
+        return (np.clip(np.rint(x / step), -LEVELS, LEVELS) @ w8) * step * scale
+    low, high = min(float(x.min()), 0.0), max(float(x.max()), 0.0)
+    step = (high - low) / 255 or 1.0
+    zero = np.clip(np.rint(-low / step), 0, 255)
+    return ((np.clip(np.rint(x / step) + zero, 0, 255) - zero) * step) @ (w8 * scale)
 
-    scales = {}
-    for tensor, (weight, users) in smoothable(
-        g.model, lambda n: is_product(n, g.initializers)
-    ).items():
-        if tensor not in peaks:
+
+def _smoothing(g: _Graph, measured: dict, rounding: str) -> tuple[dict, dict]:
+    """SmoothQuant's factors for the products' inputs of ``measured`` (their peaks and a sample,
+    :func:`omnivoice_rt.engine.smooth.activations`) that a division reaches at no cost
+    (:func:`omnivoice_rt.engine.smooth.sites`), where it rounds them better
+    (:func:`omnivoice_rt.engine.smooth.choose`): ``(rows, columns)``, the factors by which the
+    rows of the products reading each input are multiplied, and those by which the columns of
+    the products making one are divided, by input and by product output, as the products are
+    rewritten; the divisions into RMSNorm weights are made here."""
+    from omnivoice_rt.engine.smooth import choose, product_width, sites
+
+    rows, columns, count = {}, {}, 0
+    for site in sites(g.model, lambda n: is_product(n, g.initializers)):
+        if site.tensor not in measured:
             continue
-        rows = np.max([np.abs(product_weights(g, user)).max(axis=1) for user in users], axis=0)
-        scales[tensor] = factors(peaks[tensor], rows)
-        gamma = g.tensor(weight)
-        smoothed = (gamma.astype(np.float32) / scales[tensor]).astype(gamma.dtype)
-        g.initializers[weight].CopyFrom(g.from_array(smoothed, weight))
-    logger.info("smoothed the activations of %d norms into their products' weights", len(scales))
-    return scales
+        count += 1
+        width = product_width(site.producer, g.initializers) if site.producer else 0
+        weights = [product_weights(g, user) for user in site.users]
+        chosen = choose(
+            site,
+            *measured[site.tensor],
+            weights,
+            width,
+            lambda x, w: rounded_product(x, w, rounding),
+        )
+        if chosen is None:
+            continue
+        rows[site.tensor], divided = chosen
+        if site.norm:
+            gamma = g.tensor(site.norm)
+            smoothed = (gamma.astype(np.float32) / rows[site.tensor]).astype(gamma.dtype)
+            g.initializers[site.norm].CopyFrom(g.from_array(smoothed, site.norm))
+        else:
+            columns[site.producer.output[0]] = divided
+    logger.info("smoothed %d of %d products' inputs into the weights", len(rows), count)
+    return rows, columns
 
 
-def rewrite_model(model, rounding: str, peaks: dict | None = None) -> int:
+def rewrite_model(model, rounding: str, measured: dict | None = None) -> int:
     """Rewrite ``model`` (an ``onnx.ModelProto`` with its weights loaded) in place: each product of
     :func:`is_product` becomes the integer kernel of ``rounding`` (``tensor`` or ``row``); with
-    ``peaks`` (an RMSNorm output's activations' peak per channel, :mod:`omnivoice_rt.engine.smooth`),
+    ``measured`` (products' inputs' peaks per channel and samples, :mod:`omnivoice_rt.engine.smooth`),
     the outlier channels of those inputs move into the weights first. Returns how many products
     were rewritten; ``RewriteError`` when none could be."""
     from onnx import TensorProto, helper
@@ -276,15 +306,17 @@ def rewrite_model(model, rounding: str, peaks: dict | None = None) -> int:
     if rounding not in ROUNDINGS:
         raise ValueError(f"unknown rounding {rounding!r}: use one of {', '.join(ROUNDINGS)}")
     g = _Graph(model)
-    scales = _smoothing(g, peaks) if peaks else {}
+    rows, columns = _smoothing(g, measured, rounding) if measured else ({}, {})
     nodes, rewritten = [], 0
     for node in g.graph.node:
         if not is_product(node, g.initializers):
             nodes.append(node)
             continue
         weights = product_weights(g, node)
-        if node.input[0] in scales:  # x @ w == (x / s) @ (s * w): s folded into the norm
-            weights = weights * scales[node.input[0]][:, None]
+        if node.input[0] in rows:  # x @ w == (x / s) @ (s * w), x / s made where x is
+            weights = weights * rows[node.input[0]][:, None]
+        if node.output[0] in columns:  # the output's columns divided, for a product reading it
+            weights = weights / columns[node.output[0]][None, :]
         half = g.initializers[node.input[2 if node.op_type == "MatMulNBits" else 1]].data_type
         half = half == TensorProto.FLOAT16
         bias = node.input[5] if node.op_type == "MatMulNBits" and len(node.input) > 5 else ""
@@ -316,7 +348,7 @@ def rewrite_model(model, rounding: str, peaks: dict | None = None) -> int:
     return rewritten
 
 
-def rewrite_file(src: Path, dst: Path, rounding: str, peaks: dict | None = None) -> int:
+def rewrite_file(src: Path, dst: Path, rounding: str, measured: dict | None = None) -> int:
     """Write ``src``'s graph rewritten (:func:`rewrite_model`) to ``dst``, weights in
     ``<dst name>.data`` beside it."""
     import onnx
@@ -324,7 +356,7 @@ def rewrite_file(src: Path, dst: Path, rounding: str, peaks: dict | None = None)
     from omnivoice_rt.artifacts.bidirectional import load_with_weights
 
     model = load_with_weights(Path(src))
-    count = rewrite_model(model, rounding, peaks)
+    count = rewrite_model(model, rounding, measured)
     onnx.save_model(
         model,
         str(dst),
@@ -368,12 +400,12 @@ def integer_graphs(root: Path, manifest, precision: str, overrides: dict, kernel
 
         def make(into: Path, source=source, smoothed=smoothed) -> None:
             try:
-                peaks = (
+                measured = (
                     calibrate(root, manifest, precision, overrides, source, into)
                     if smoothed
                     else None
                 )
-                rewrite_file(source, into / source.name, rounding, peaks)
+                rewrite_file(source, into / source.name, rounding, measured)
             except (RewriteError, OSError):
                 raise
             except Exception as exc:  # onnx, protobuf and onnxruntime raise their own types
@@ -389,16 +421,16 @@ def integer_graphs(root: Path, manifest, precision: str, overrides: dict, kernel
 def calibrate(
     root: Path, manifest, precision: str, overrides: dict, source: Path, work: Path
 ) -> dict:
-    """The peaks of the LLM ``source``'s smoothable activations on the calibration prompts, its
+    """The LLM ``source``'s smoothable activations on the calibration prompts (peaks, samples), its
     copy made in the folder ``work``."""
     import onnx
 
-    from omnivoice_rt.engine.smooth import calibration_embeddings, peaks, smoothable
+    from omnivoice_rt.engine.smooth import activations, calibration_embeddings, sites
 
     graph = onnx.load(str(source), load_external_data=False)
     initializers = {t.name: t for t in graph.graph.initializer}
-    tensors = list(smoothable(graph, lambda node: is_product(node, initializers)))
+    tensors = [site.tensor for site in sites(graph, lambda node: is_product(node, initializers))]
     if not tensors:
         return {}
     embeddings = calibration_embeddings(root, manifest, precision, overrides)
-    return peaks(source, graph, tensors, embeddings, manifest.model.head_dim, work)
+    return activations(source, graph, tensors, embeddings, manifest.model.head_dim, work)
