@@ -227,7 +227,7 @@ def make_checkpoint(output: str | Path, size: str = "tiny", seed: int = 0) -> Pa
     # norms' gains do. At gains near 1 a random model attends almost uniformly, the target positions
     # (all mask ids at first) stay alike, and greedy decoding commits one code per codebook nearly
     # everywhere, so that "equal codes" would prove little. The tiny model needs 3 for its codes to
-    # vary along the target (tests/test_runtime.py checks that every case's codebooks do).
+    # vary along the target (tests/runtime/test_runtime.py checks that every case's codebooks do).
     with torch.no_grad():
         for name, param in model.named_parameters():
             if name.endswith(("q_norm.weight", "k_norm.weight")):

@@ -142,7 +142,7 @@ def export_graph(higgs, name: str, path: Path) -> None:
     module = MODULES[name](higgs).eval()
     inputs, outputs = GRAPHS[name]
     # The tracer warns about Python branches on shapes; the traced graphs are checked against
-    # upstream on lengths other than the dummy's (tests/test_higgs.py).
+    # upstream on lengths other than the dummy's (tests/build/test_higgs.py).
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(

@@ -10,7 +10,7 @@ kind, meaning and bounds: ``Option``); a value it refuses raises ``OptionError``
 option, which each door reports as its own field (docs/design.md section 7).
 
 Presets (``PRESETS``) bundle the settings that trade exactness for speed; ``best`` is upstream's
-generation, code for code (tests/test_runtime.py). The others follow ports that measured quality
+generation, code for code (tests/runtime/test_runtime.py). The others follow ports that measured quality
 on the real weights (none exist here, so none of this is measured here): 16 steps match 32 on WER
 and 12 matched it in a 48-sentence test (8 did not); a prompt K/V cache refreshed every 8 steps
 kept the character error rate and cost 0.01-0.02 speaker similarity; reusing the unconditional

@@ -1,12 +1,17 @@
 """Shared fixtures: one tiny random-weight checkpoint and its artifacts, built once per session.
 
 The artifacts come from our own ``build_artifacts.py`` (the code under test), and the oracle is
-the upstream ``omnivoice`` PyTorch model loaded from the same checkpoint.
+the upstream ``omnivoice`` PyTorch model loaded from the same checkpoint. Both need PyTorch (the
+``build`` extra). Without it, ``OMNIVOICE_TEST_FIXTURES=DIR`` takes the artifacts and the
+recogniser from ``DIR``, made where PyTorch is (``python -m tests.prebuilt DIR``), so that
+``pytest tests/runtime`` runs on the library alone; what needs the checkpoint or the oracle is
+skipped, saying so.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -14,44 +19,105 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
 # MatMulNBits in fp32 everywhere, the servers and commands the tests start too: only that gives
-# the same numbers whatever the batch shape (tests/test_matmul.py tries the other modes).
+# the same numbers whatever the batch shape (tests/runtime/test_matmul.py tries the other modes).
 os.environ.setdefault("OMNIVOICE_MATMUL", "fp32")
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from omnivoice_build import artifacts as build_artifacts  # noqa: E402
-from omnivoice_build.fixtures import make_checkpoint  # noqa: E402
+PREBUILT = os.environ.get("OMNIVOICE_TEST_FIXTURES")  # a folder of tests/prebuilt.py's
+
+
+def needs_torch(what: str) -> None:
+    """Skip, saying why, where PyTorch is not installed."""
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip(
+            f"{what} needs PyTorch (pip install 'omnivoice-onnx[build]'); the library's tests run "
+            "without it on fixtures made before: OMNIVOICE_TEST_FIXTURES (tests/prebuilt.py)"
+        )
+
+
+def prebuilt(name: str, make, *args) -> Path:
+    """``PREBUILT/name`` where fixtures were made before, else ``make(*args)``."""
+    if PREBUILT:
+        if not (Path(PREBUILT) / name).exists():
+            pytest.skip(f"OMNIVOICE_TEST_FIXTURES has no {name}: make it with tests/prebuilt.py")
+        return Path(PREBUILT) / name
+    needs_torch(f"building the {name} fixture")
+    return make(*args)
 
 
 def build(checkpoint: Path, output: Path, *args: str) -> Path:
+    from omnivoice_build import artifacts as build_artifacts
+
     code = build_artifacts.main(["--model", str(checkpoint), "--output", str(output), *args])
     if code != 0:
         raise RuntimeError(f"build_artifacts {args} exited with {code}")
     return output
 
 
+def make_tiny_checkpoint(folder: Path) -> Path:
+    from omnivoice_build.fixtures import make_checkpoint
+
+    return make_checkpoint(folder / "tiny", "tiny", seed=0)
+
+
+def make_fp32(checkpoint: Path, out: Path) -> Path:
+    """The all-fp32 profile and an fp32 codec: the reference for equivalence."""
+    args = ("--device", "cpu_fp32", "--include-higgs", "--higgs-precision", "fp32")
+    return build(checkpoint, out, *args)
+
+
+def make_cpu(checkpoint: Path, out: Path) -> Path:
+    """The published layout: cpu (int4/) and cpu_fp16 (root) profiles and an fp16 codec, plus int8/."""
+    build(checkpoint, out, "--device", "cpu")
+    build(checkpoint, out, "--device", "cpu_int8")
+    return build(checkpoint, out, "--device", "cpu_fp16", "--include-higgs")
+
+
+def make_whisper(out: Path) -> Path:
+    """A random-weight Whisper in the onnx-community layout (fp32 and int8) that hears ``TRANSCRIPT``."""
+    from omnivoice_build.whisper_fixture import build_whisper
+
+    return build_whisper(out, "tiny", TRANSCRIPT, quantize=True)
+
+
+def make_speaker(folder: Path) -> Path:
+    """A folder with Resemblyzer's trained speaker encoder exported to ONNX, resemblyzer.onnx."""
+    from omnivoice_build.speaker_fixture import export_resemblyzer
+
+    folder.mkdir(parents=True, exist_ok=True)
+    export_resemblyzer(folder / "resemblyzer.onnx")
+    return folder
+
+
 @pytest.fixture(scope="session")
 def tiny_checkpoint(tmp_path_factory) -> Path:
-    return make_checkpoint(tmp_path_factory.mktemp("checkpoint") / "tiny", "tiny", seed=0)
+    needs_torch("the random-weight checkpoint")
+    return make_tiny_checkpoint(tmp_path_factory.mktemp("checkpoint"))
 
 
 @pytest.fixture(scope="session")
-def fp32_artifacts(tiny_checkpoint, tmp_path_factory) -> Path:
+def fp32_artifacts(request, tmp_path_factory) -> Path:
     """The all-fp32 profile and an fp32 codec: the reference for equivalence."""
-    out = tmp_path_factory.mktemp("artifacts_fp32")
-    return build(
-        tiny_checkpoint, out, "--device", "cpu_fp32", "--include-higgs", "--higgs-precision", "fp32"
-    )
+
+    def make():
+        checkpoint = request.getfixturevalue("tiny_checkpoint")
+        return make_fp32(checkpoint, tmp_path_factory.mktemp("artifacts_fp32"))
+
+    return prebuilt("fp32", make)
 
 
 @pytest.fixture(scope="session")
-def cpu_artifacts(tiny_checkpoint, tmp_path_factory) -> Path:
+def cpu_artifacts(request, tmp_path_factory) -> Path:
     """The published layout: cpu (int4/) and cpu_fp16 (root) profiles and an fp16 codec, plus int8/."""
-    out = tmp_path_factory.mktemp("artifacts_cpu")
-    build(tiny_checkpoint, out, "--device", "cpu")
-    build(tiny_checkpoint, out, "--device", "cpu_int8")
-    return build(tiny_checkpoint, out, "--device", "cpu_fp16", "--include-higgs")
+
+    def make():
+        checkpoint = request.getfixturevalue("tiny_checkpoint")
+        return make_cpu(checkpoint, tmp_path_factory.mktemp("artifacts_cpu"))
+
+    return prebuilt("cpu", make)
 
 
 @pytest.fixture(scope="session")
@@ -60,6 +126,20 @@ def upstream(tiny_checkpoint):
     from omnivoice.models.omnivoice import OmniVoice
 
     return OmniVoice.from_pretrained(str(tiny_checkpoint)).eval()
+
+
+# text, language, instruct, precision, num_step, guidance_scale, speed, duration, seed, randomize,
+# denoise, postprocess_output (tests/runtime/test_asr.py calls with the older names, guidance and postprocess)
+FIXED = dict(
+    num_step=8,
+    guidance_scale=2.0,
+    speed=1.0,
+    duration=2.0,
+    seed=3,
+    randomize_seed=False,
+    denoise=True,
+    postprocess_output=False,
+)
 
 
 def free_port() -> int:
@@ -200,9 +280,12 @@ def save_narrator(folder: Path, artifacts: Path) -> Path:
 @pytest.fixture(scope="session")
 def tiny_whisper(tmp_path_factory) -> Path:
     """A random-weight Whisper in the onnx-community layout (fp32 and int8) that hears ``TRANSCRIPT``."""
-    from omnivoice_build.whisper_fixture import build_whisper
+    return prebuilt("whisper", lambda: make_whisper(tmp_path_factory.mktemp("whisper")))
 
-    return build_whisper(tmp_path_factory.mktemp("whisper"), "tiny", TRANSCRIPT, quantize=True)
+
+def pytest_configure(config):
+    if importlib.util.find_spec("torch") is not None:  # the ONNX exports' tracing, at build time
+        config.addinivalue_line("filterwarnings", "ignore::torch.jit.TracerWarning")
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ section 1), all off in ``best``:
   positions' keys and values; the calls between run the target alone after them (attention both
   ways, positions continuing after the prompt), so the prompt's keys and values lag the target
   by up to r - 1 steps. Run on the same codes, the cached target equals the full forward
-  (``tests/test_speed.py``).
+  (``tests/runtime/test_speed.py``).
 - ``frame_cache_refresh`` r (experimental; it replaces the prompt cache): every r-th run of a row
   is a full forward that keeps the keys and values of every position and the target's hidden
   states (:class:`FrameCache`); the runs between forward only the target frames whose codes
@@ -112,7 +112,7 @@ class Backbone:
         row's first run: every code a mask), from its first position alone. Such a row's
         attention averages equal values, so every position's hidden state and value are the
         first position's, and its key is the first one's rotated to its own position (position
-        0 is not rotated): the whole row's numbers up to float rounding (tests/test_speed.py)."""
+        0 is not rotated): the whole row's numbers up to float rounding (tests/runtime/test_speed.py)."""
         hidden, first = self.llm(embeds[:, :1], keep=1 if keep else 0, timings=timings)
         count = embeds.shape[1]
         kept = {

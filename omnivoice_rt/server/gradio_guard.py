@@ -6,7 +6,7 @@ where ``/gradio_api/file=`` serves it to anyone. Gradio refuses paths outside it
 only once it believes it was launched, which ``gr.mount_gradio_app`` never marks (``launch()``
 sets ``has_launched``; ``processing_utils._check_allowed`` returns early without it), so a
 request could have had any file this process can read, its environment included, copied and
-served. :func:`guard` sets that mark on the mounted page, and ``tests/test_security.py`` tries
+served. :func:`guard` sets that mark on the mounted page, and ``tests/server/test_security.py`` tries
 every door that takes a file against planted secrets.
 
 MCP clients name files by strings. Gradio's MCP takes only http(s) URLs (fetched from public

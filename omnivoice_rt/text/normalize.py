@@ -29,7 +29,7 @@ test_normalize.py compares it with upstream's function) with a smaller install:
   the FSTs' shortest path through a long text settles otherwise: seen in 2 of about 60 texts
   of several sentences, "1,000,000" read "one zero zero zero zero zero zero" and "555-1234" "five
   fifty five to ..." in the whole text, "one million" and "five hundred and fifty five to ..."
-  alone and in pieces (tests/test_normalize.py). ``piece_chars=None`` reads the whole text at
+  alone and in pieces (tests/runtime/test_normalize.py). ``piece_chars=None`` reads the whole text at
   once, as upstream, unbounded.
 
 Differences, on purpose: a language is resolved as the runtime does (``text.resolve_language``:

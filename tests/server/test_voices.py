@@ -1,5 +1,5 @@
 """The voice library (``omnivoice_rt/server/voices.py``) on a real folder: what it lists, what it refuses, and
-what it leaves on disk when writes fail or race. Its HTTP and Wyoming doors: tests/test_wyoming.py."""
+what it leaves on disk when writes fail or race. Its HTTP and Wyoming doors: tests/server/test_wyoming.py."""
 
 from __future__ import annotations
 

@@ -217,7 +217,7 @@ def test_a_pipelined_request_is_answered_past_the_header_timeout(server):
 
 def test_library_writes_need_the_key_on_every_door(server, tmp_path):
     from omnivoice_build.equivalence import write_reference
-    from tests.test_security import mcp_calls, text_of
+    from tests.server.conftest import mcp_calls, text_of
 
     url, _, _ = server
     reference = write_reference(str(tmp_path / "me.wav"))
@@ -237,7 +237,7 @@ def test_library_writes_need_the_key_on_every_door(server, tmp_path):
 
 
 def test_refusals_are_one_line_of_the_log_without_a_traceback(server):
-    from tests.test_security import api_call, mcp_calls, text_of
+    from tests.server.conftest import api_call, mcp_calls, text_of
 
     url, wyoming, log = server
     settings = ["fp32", 8, 2.0, 1.0, 2.0, 3, False, True, False, "balanced", True, None, None]
@@ -274,36 +274,6 @@ def test_replies_quote_a_short_prefix_of_what_they_refuse(server, field, value):
     url, _, _ = server
     answer = speech(url, "Hello.", **{field: value})
     assert answer.status_code in (400, 404) and len(answer.content) < 2_000, len(answer.content)
-
-
-@pytest.mark.parametrize(
-    "field,value,words",
-    [
-        ("sentences", "no", "'sentences' must be true or false"),
-        ("language", {}, "language must be a string (a language name or code"),
-        ("model", {}, "'model' must be a string"),
-        ("voice", [], "'voice' must be a voice name"),
-        ("response_format", 0, "'response_format' must be a string"),
-    ],
-)
-def test_fields_are_of_their_kind_not_read_as_their_truth(server, field, value, words):
-    url, _, _ = server
-    answer = speech(url, "Hello.", **{field: value})
-    error = answer.json()["error"]
-    assert answer.status_code == 400 and words in error["message"] and error["param"] == field
-
-
-def test_the_page_api_takes_flags_and_languages_of_their_kind(server):
-    from tests.test_security import api_call
-
-    url, _, log = server
-    settings = [8, 2.0, 1.0, 0, 3, "no", True, True, "balanced", True, None, None]  # randomize "no"
-    assert "event: error" in api_call(url, "synthesize", ["Hi.", "Auto", "", "fp32", *settings])
-    settings[5] = False
-    assert "event: error" in api_call(url, "synthesize", ["Hi.", {}, "", "fp32", *settings])
-    text = log.read_text()
-    assert "randomize_seed must be true or false" in text
-    assert "language must be a string, a name or a code" in text
 
 
 def test_the_openai_door_takes_json_from_programs_and_its_own_pages(server):

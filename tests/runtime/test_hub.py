@@ -27,10 +27,9 @@ import pytest
 from omnivoice_build.equivalence import GREEDY
 from omnivoice_rt.artifacts.hub import DEFAULT_REPO
 from omnivoice_rt.model import OmniVoiceONNX
-from tests.conftest import is_causal
+from tests.conftest import ROOT, is_causal
 from tests.hub_server import HubServer
 
-ROOT = Path(__file__).resolve().parents[1]
 TEXT = "Hello world, this is a test."
 
 START = """

@@ -14,9 +14,8 @@ import soundfile as sf
 from gradio_client import Client
 
 from omnivoice_rt.artifacts.hub import DEFAULT_REPO
-from tests.conftest import free_port, running_app
+from tests.conftest import FIXED, free_port, running_app
 from tests.hub_server import HubServer
-from tests.test_app import FIXED
 
 REPO = "test-org/OmniVoice-Onnx"
 

@@ -11,7 +11,7 @@ positions (0.82 at worst); int4 0.39 and the fp16 profile (whose LLM is int4) 0.
 itself with another instruct gives 0.53. On this random model, whose attention is sharpened so that
 its codes vary (see omnivoice_build/fixtures.py), int4 rounding moves predictions about as much as
 a changed prompt: that says nothing about the real weights, and no int4 agreement is asserted. The
-int4 graphs are held to their quantization bounds one by one in tests/test_build.py instead, and
+int4 graphs are held to their quantization bounds one by one in tests/build/test_build.py instead, and
 int8 is asserted >= 0.8 on average (a regression guard).
 """
 
@@ -28,8 +28,8 @@ from omnivoice_build.equivalence import CASES, GREEDY, compare, next_step_agreem
 from omnivoice_rt.model import OmniVoiceONNX
 from omnivoice_rt.request import OPTIONS, OptionError, Request
 from omnivoice_rt.voice_prompt import VoicePrompt
+from tests.conftest import ROOT
 
-ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 AGREEMENT_TEXTS = [
     "Hello world, this is a test.",
     "The quick brown fox jumps over the lazy dog.",

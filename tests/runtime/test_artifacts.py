@@ -20,8 +20,7 @@ from omnivoice_rt.artifacts.manifest import (
     verify_files,
 )
 from omnivoice_rt.engine.sessions import load_graphs
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import ROOT
 
 
 def test_published_layout(cpu_artifacts):

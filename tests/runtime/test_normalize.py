@@ -22,9 +22,11 @@ from omnivoice_rt import Request, normalize_text
 from omnivoice_rt.errors import Cancelled
 from omnivoice_rt.text import normalize
 from omnivoice_rt.text.normalize import FST_DIR, FSTS
+from tests.conftest import ROOT
 
-upstream = pytest.importorskip("omnivoice.utils.text").normalize_text
-ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+upstream = pytest.importorskip(
+    "omnivoice.utils.text", reason="the oracle is upstream's omnivoice package (with PyTorch)"
+).normalize_text
 
 CORPUS = [
     # English: money, dates, times, ordinals, measures, phone numbers, decimals, addresses
@@ -176,25 +178,6 @@ def test_reading_stops_between_pieces_when_asked_or_past_the_limit():
     assert len(read) == 1  # its words passed the limit: nothing more was read
 
 
-def test_the_servers_worker_reads_as_this_process_and_comes_back_if_killed():
-    from omnivoice_rt.server.normalizing import TextReader
-
-    reader = TextReader(max_waiting=4)
-    try:
-        for text in [CORPUS[0], CORPUS[11], LONG_EN]:
-            assert reader.normalize(text, None) == normalize_text(text), text
-        first = reader._process.pid
-        reader._process.kill()
-        reader._process.wait()
-        assert reader.normalize("It is 7 pm.", "en") == normalize_text("It is 7 pm.", "en")
-        assert reader._process.pid != first
-        cached = reader.pieces_read
-        assert reader.normalize(LONG_EN, None) == normalize_text(LONG_EN)  # kept: not read again
-        assert reader.pieces_read == cached
-    finally:
-        reader.close()
-
-
 def test_the_fsts_are_wetextprocessings():
     """data/tn holds the FSTs WeTextProcessing 1.2.0 ships, byte for byte."""
     for tagger, verbalizer, _orders in FSTS.values():
@@ -276,7 +259,7 @@ def test_bad_input_with_normalization(options, message):
 
 def test_generate_normalizes_the_target_text(fp32_artifacts):
     """Codes equal upstream's generate(normalize_text=True) (omnivoice_build.equivalence's
-    "normalized" cases, tests/test_runtime.py); here: what the result says, and that the model
+    "normalized" cases, tests/runtime/test_runtime.py); here: what the result says, and that the model
     read the words (other codes than the digits give)."""
     from omnivoice_rt import OmniVoiceONNX
 
@@ -290,23 +273,3 @@ def test_generate_normalizes_the_target_text(fp32_artifacts):
     assert not np.array_equal(read.codes[0], plain.codes[0])
     words = voice.generate(upstream(text, None), **options)
     assert np.array_equal(read.codes[0], words.codes[0])
-
-
-def test_the_server_loads_the_normalizers_as_it_starts(cpu_artifacts, tmp_path):
-    """Its doors normalize by default: the FSTs load in the background at start, before any
-    request asks for them."""
-    import time
-
-    from tests.conftest import running_app
-
-    log = tmp_path / "server.log"
-    with running_app(["--artifacts", str(cpu_artifacts)], log, HF_HUB_OFFLINE="1"):
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            text = log.read_text()
-            if all(f"loaded the {code} text normalizer" in text for code in FSTS):
-                break
-            time.sleep(0.2)
-    text = log.read_text()
-    assert all(f"loaded the {code} text normalizer" in text for code in FSTS), text
-    assert "POST" not in text.split("loaded the zh text normalizer")[0]  # no request came first

@@ -17,10 +17,8 @@ from omnivoice_build.equivalence import GREEDY, write_reference
 from omnivoice_rt.audio.asr import DEFAULT_ASR_MODEL, Transcriber
 from omnivoice_rt.errors import ArtifactError
 from omnivoice_rt.model import OmniVoiceONNX
-from tests.conftest import TRANSCRIPT
+from tests.conftest import ROOT, TRANSCRIPT
 from tests.hub_server import HubServer
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -151,53 +149,3 @@ def test_the_default_recogniser_downloads_once_then_works_offline(
         and "offline (HF_HUB_OFFLINE=1)" in empty.stderr
         and "give the transcript" in empty.stderr
     ), empty.stderr
-
-
-def test_the_app_says_why_it_cannot_transcribe_and_clones_with_a_typed_transcript(
-    cpu_artifacts, tiny_whisper, reference, tmp_path
-):
-    from gradio_client import Client, handle_file
-
-    from tests.conftest import running_app
-
-    broken = tmp_path / "broken"
-    shutil.copytree(tiny_whisper, broken)
-    (broken / "onnx" / "encoder_model_int8.onnx").write_bytes(b"not a graph")
-    args = ["--artifacts", str(cpu_artifacts), "--asr-model", str(broken)]
-    with running_app(args, tmp_path / "server.log", HF_HUB_OFFLINE="1") as url:
-        client = Client(url, verbose=False)
-        with pytest.raises(Exception, match="could not be loaded.*give the transcript") as caught:
-            client.predict(handle_file(reference), "Auto", api_name="/transcribe")
-        assert "Traceback" not in str(caught.value)
-        settings = dict(
-            num_step=4,
-            guidance=2.0,
-            speed=1.0,
-            duration=1.0,
-            seed=0,
-            randomize_seed=False,
-            denoise=True,
-            postprocess=False,
-        )
-        with pytest.raises(Exception, match="could not be loaded"):
-            client.predict(
-                "Hi.",
-                handle_file(reference),
-                "",
-                None,
-                "Auto",
-                "int4",
-                **settings,
-                api_name="/clone",
-            )
-        path, info = client.predict(
-            "Hi.",
-            handle_file(reference),
-            TRANSCRIPT,
-            None,
-            "Auto",
-            "int4",
-            **settings,
-            api_name="/clone",
-        )
-        assert "s of audio" in info and Path(path).is_file()

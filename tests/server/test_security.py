@@ -4,19 +4,16 @@
 Every door that takes a file (the page, gradio_client, the raw HTTP API, MCP) is asked for a
 planted secret file and for ``/proc/self/environ`` (which holds the API key): neither may be
 copied into Gradio's upload folder, nor served by ``/gradio_api/file=``, and no answer may name
-the upload folder. Clients that go away stop their work (one piece, mid-stream, or while waiting
-in line), bad bodies are 400s in OpenAI's shape, and the log has no traceback.
+the upload folder, and the log has no traceback. (Clients that go away: test_clients_that_leave.py;
+bad input: test_bad_input.py, on the same server.)
 """
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
-import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -28,11 +25,9 @@ import soundfile as sf
 from gradio_client import Client, handle_file
 
 from omnivoice_build.equivalence import write_reference
-from tests.conftest import TRANSCRIPT, running_app
-from tests.test_app import FIXED
+from tests.conftest import FIXED, ROOT, TRANSCRIPT, running_app
+from tests.server.conftest import KEY, api_call, mcp_calls, text_of
 
-ROOT = Path(__file__).resolve().parents[1]
-KEY = "sk-secret-omnivoice-key"
 MARK = b"PLANTED-SECRET-7f3a"
 ONE_PIECE = (
     "This is a long sentence, said slowly and clearly, with many words in it to make the work last."
@@ -52,14 +47,8 @@ def planted(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(cpu_artifacts, tiny_whisper, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("security")
-    uploads, log = folder / "uploads", folder / "server.log"
-    args = ["--artifacts", str(cpu_artifacts), "--asr-model", str(tiny_whisper), "--mcp"]
-    with running_app(
-        args, log, HF_HUB_OFFLINE="1", OMNIVOICE_API_KEY=KEY, GRADIO_TEMP_DIR=str(uploads)
-    ) as url:
-        yield url, uploads, log
+def server(secured_server):
+    return secured_server
 
 
 @pytest.fixture(scope="module")
@@ -108,27 +97,6 @@ def page_call(url: str, elem_id: str, data: list) -> dict:
     raise AssertionError("the page's call never completed")
 
 
-def mcp_calls(url: str, calls: list[tuple[str, dict]], headers: dict | None = None) -> list:
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamablehttp_client
-
-    async def session():
-        async with streamablehttp_client(f"{url}/gradio_api/mcp/", headers=headers) as (
-            read,
-            write,
-            _,
-        ):
-            async with ClientSession(read, write) as mcp:
-                await mcp.initialize()
-                return [await mcp.call_tool(name, arguments) for name, arguments in calls]
-
-    return asyncio.run(session())
-
-
-def text_of(result) -> str:
-    return " ".join(getattr(c, "text", "") for c in result.content)
-
-
 # ----------------------------------------------------------------------------- files
 
 
@@ -141,18 +109,6 @@ def test_mcp_calls_the_page_here_whatever_the_first_request_says(server):
     (first,) = mcp_calls(url, [call], headers=lying)
     (second,) = mcp_calls(url, [call])
     assert not first.isError and not second.isError, (text_of(first), text_of(second))
-
-
-def api_call(url: str, name: str, data: list) -> str:
-    """The API endpoint ``name`` called over raw HTTP, as the issue's curl does: gradio_client would
-    upload a path that exists on its own machine rather than name it."""
-    # ASCII: a lone surrogate goes as its escape, as a browser's JSON does
-    body = json.dumps({"data": data})
-    event = httpx.post(
-        f"{url}/gradio_api/call/{name}", content=body, headers={"Content-Type": "application/json"}
-    )
-    event = event.json()["event_id"]
-    return httpx.get(f"{url}/gradio_api/call/{name}/{event}", timeout=60).text
 
 
 def test_no_door_copies_or_serves_a_file_it_was_not_given(server, planted):
@@ -291,53 +247,6 @@ def test_mcp_tools_take_uploads_leave_optional_files_out_and_pass_results_on(ser
         np.testing.assert_array_equal(audio(result), expected)
 
 
-# ----------------------------------------------------------------------------- bad input
-
-
-@pytest.mark.parametrize(
-    "body,param,words",
-    [
-        (b"[" * 10_000 + b"]" * 10_000, None, "nested too deeply"),
-        (b'{"input": "Hello \\ud800 world"}', "input", "U+D800"),
-        (b'{"input": "Hello.", "speed": 1e-310}', "speed", "from 0.1 to 10"),
-        (b'{"input": "Hello.", "speed": 1e-300}', "speed", "got 1e-300"),
-        (b'{"input": "Hello.", "speed": 1' + b"0" * 400 + b"}", "speed", "from 0.1 to 10"),
-        (b'{"input": "Hello.", "language": "en\\udc00"}', "language", "U+DC00"),
-        (b'{"input": "Hello.", "instructions": "\\ud83d"}', "instructions", "U+D83D"),
-    ],
-)
-def test_bad_bodies_are_400s_with_short_messages(server, body, param, words):
-    url, _, _ = server
-    response = httpx.post(
-        f"{url}/v1/audio/speech",
-        content=body,
-        headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
-    )
-    error = response.json()["error"]
-    assert (
-        response.status_code == 400
-        and error["type"] == "invalid_request_error"
-        and error["param"] == param
-    )
-    assert words in error["message"] and len(error["message"]) < 300, error
-
-
-def test_wrong_types_through_gradio_client_are_messages(server, reference):
-    url, _, log = server
-    client = Client(url, verbose=False)
-    with pytest.raises(Exception, match="language.* must be a string"):
-        client.predict("Hi.", 5, "", "int4", **FIXED, api_name="/synthesize")
-    with pytest.raises(Exception, match="language.* must be a string"):
-        client.predict(handle_file(reference), 5, api_name="/transcribe")
-    answer = api_call(
-        url,
-        "synthesize",
-        ["Hi \ud800 there.", "Auto", "", "int4", *FIXED.values(), "balanced", True, None, None],
-    )
-    assert "event: error" in answer and "U+D800" in answer, answer
-    assert "Traceback" not in log.read_text()
-
-
 def test_lone_surrogates_are_refused_by_the_library_and_the_cli(cpu_artifacts):
     from omnivoice_rt.model import OmniVoiceONNX
 
@@ -368,123 +277,6 @@ def test_lone_surrogates_are_refused_by_the_library_and_the_cli(cpu_artifacts):
     assert done.returncode == 2 and "surrogate" in done.stderr and "Traceback" not in done.stderr, (
         done.stderr
     )
-
-
-# ----------------------------------------------------------------------------- clients that leave
-
-
-def stopped_after(log: Path, since: int) -> list[int]:
-    lines = log.read_text().splitlines()[since:]
-    return [
-        int(line.split("after step ")[1].split(" ")[0])
-        for line in lines
-        if "stopped an abandoned synthesis" in line
-    ]
-
-
-def log_lines(log: Path) -> int:
-    return len(log.read_text().splitlines())
-
-
-def speech(url: str, text: str, timeout: float, **fields) -> httpx.Response:
-    body = {"model": "tts-1-hd", "voice": "auto", "input": text, "response_format": "pcm", **fields}
-    return httpx.post(
-        f"{url}/v1/audio/speech",
-        json=body,
-        headers={"Authorization": f"Bearer {KEY}"},
-        timeout=timeout,
-    )
-
-
-def streamed_long_text(url: str):
-    """A long text, sentence by sentence at 32 steps a piece, as a stream the caller reads."""
-    body = {"model": "tts-1-hd", "voice": "auto", "input": LONG, "response_format": "pcm"}
-    return httpx.stream(
-        "POST",
-        f"{url}/v1/audio/speech",
-        json={**body, "sentences": True},
-        headers={"Authorization": f"Bearer {KEY}"},
-        timeout=120,
-    )
-
-
-def wait_for(condition, seconds: float = 60) -> None:
-    deadline = time.time() + seconds
-    while not condition():
-        assert time.time() < deadline, "timed out"
-        time.sleep(0.05)
-
-
-def test_a_one_piece_request_whose_client_left_stops(server):
-    """The client gives up while its only piece is being made: the synthesis stops at its next
-    step, not after all 32."""
-    url, _, log = server
-    speech(url, "Warm up.", 60)
-    since = log_lines(log)
-    with pytest.raises(httpx.TimeoutException):
-        # said slowly: about 20 s of speech, still one piece, more than a second's work on a fast CPU
-        speech(url, ONE_PIECE, timeout=1.0, speed=0.3)
-    wait_for(lambda: stopped_after(log, since))
-    assert stopped_after(log, since)[0] < 32
-    assert speech(url, "Next.", 60).status_code == 200
-
-
-def test_a_client_that_leaves_mid_stream_stops_the_piece_being_made(server):
-    url, _, log = server
-    since = log_lines(log)
-    with streamed_long_text(url) as response:
-        next(response.iter_raw())  # the first piece is out; the second is being made
-    wait_for(lambda: stopped_after(log, since))
-    assert stopped_after(log, since)[0] < 64  # within the second piece of 32 steps
-
-
-def test_clients_that_leave_while_waiting_leave_the_line(server):
-    """One request is served (its client holds the stream); ten wait, then give up. They leave
-    the line at once: a newcomer finds only the one being served ahead of it."""
-    url, _, log = server
-    since = log_lines(log)
-    with streamed_long_text(url) as served:
-        chunks = served.iter_raw()
-        next(chunks)
-
-        def leave():
-            with pytest.raises(httpx.TimeoutException):
-                speech(url, "Me too.", timeout=1.0)
-
-        leavers = [threading.Thread(target=leave) for _ in range(10)]
-        for thread in leavers:
-            thread.start()
-        for thread in leavers:
-            thread.join(30)
-        wait_for(
-            lambda: (
-                sum("left the line" in line for line in log.read_text().splitlines()[since:]) == 10
-            )
-        )
-        result = {}
-        newcomer = threading.Thread(
-            target=lambda: result.update(r=speech(url, "Now me.", 120, model="tts-1"))
-        )
-        newcomer.start()
-        rest = b"".join(chunks)  # the served one goes on to its end
-        newcomer.join(120)
-    assert len(rest) > 0
-    assert result["r"].status_code == 200 and result["r"].headers["x-queue-ahead"] == "1"
-
-
-def test_a_client_that_leaves_while_sending_its_body_is_one_line_of_the_log(server):
-    url, _, log = server
-    host, port = url.removeprefix("http://").split(":")
-    for path in ("/v1/audio/speech", "/gradio_api/upload"):
-        with socket.create_connection((host, int(port))) as connection:
-            connection.sendall(
-                f"POST {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {KEY}\r\nContent-Type: "
-                "multipart/form-data; boundary=b\r\nContent-Length: 100000\r\n\r\n--b\r\n".encode()
-            )
-            time.sleep(0.3)
-    wait_for(lambda: log.read_text().count("went away while sending") >= 1)
-    assert speech(url, "Still here.", 60).status_code == 200
-    assert "Traceback" not in log.read_text() and "Exception in ASGI" not in log.read_text()
 
 
 # ----------------------------------------------------------------------------- after a stop
@@ -544,47 +336,3 @@ def test_the_server_will_not_start_if_gradio_would_copy_any_file():
         check_file_guard(demo)  # not marked launched: Gradio checks nothing
     demo.has_launched = True
     check_file_guard(demo)
-
-
-def test_a_request_that_leaves_the_line_hands_nothing_to_nobody():
-    """The line itself: a waiter whose client left raises Cancelled and drops out; one that leaves
-    as the slot is handed to it passes the slot on; the rest are served in order."""
-    from omnivoice_rt.errors import Cancelled
-    from omnivoice_rt.server.line import Line
-
-    line = Line(slots=1, max_waiting=5)
-    gone = {"a": threading.Event(), "b": threading.Event(), "c": threading.Event()}
-    served, cancelled = [], []
-
-    def wait(name):
-        try:
-            with line.turn(should_stop=gone[name].is_set):
-                served.append(name)
-        except Cancelled:
-            cancelled.append(name)
-
-    with line.turn():
-        threads = {}
-        for name in gone:
-            waiting = line.waiting
-            threads[name] = threading.Thread(target=wait, args=(name,))
-            threads[name].start()
-            wait_for(lambda: line.waiting > waiting, 10)  # noqa: B023 - each waits for its own
-        gone["a"].set()
-        threads["a"].join(5)
-        assert cancelled == ["a"] and line.waiting == 2
-        gone["b"].set()  # as the slot is handed over: either way, it goes on to c
-    threads["b"].join(5)
-    threads["c"].join(5)
-    assert served == ["c"] and cancelled == ["a", "b"] and line.waiting == 0
-    with line.turn():  # the slot came back
-        with pytest.raises(ZeroDivisionError):  # a should_stop that fails leaves the line too
-
-            def broken():
-                raise ZeroDivisionError
-
-            with line.turn(should_stop=broken):
-                pass
-        assert line.waiting == 0
-    with line.turn():
-        pass

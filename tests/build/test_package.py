@@ -256,3 +256,56 @@ def test_with_the_server_extra_its_script_serves_the_page_and_health(
     assert audio[:4] == b"RIFF" and len(audio) > 1000
     assert health["status"] == "ok" and health["text_pieces_read"] >= 1
     assert health["loaded"] and set(health["kernels"]) == set(health["loaded"])
+
+
+def test_the_librarys_tests_run_without_torch(
+    fresh, wheel, cpu_artifacts, fp32_artifacts, tiny_whisper, tmp_path
+):
+    """``pytest tests/runtime`` in the fresh environment (the wheel with its asr extra, pytest
+    and hypothesis; no PyTorch, no upstream package) on the session's fixtures: what needs the
+    checkpoint or the oracle is skipped, the rest passes."""
+    from tests.conftest import make_speaker
+
+    fixtures = tmp_path / "fixtures"
+    fixtures.mkdir()
+    for name, path in (("cpu", cpu_artifacts), ("fp32", fp32_artifacts), ("whisper", tiny_whisper)):
+        (fixtures / name).symlink_to(path)
+    make_speaker(fixtures / "speaker")
+    subprocess.run(
+        [fresh / "bin" / "python", "-m", "pip", "install", "-q", f"{wheel}[asr]", "pytest"]
+        + ["hypothesis"],
+        check=True,
+        env=user_env(),
+    )
+    torch = run(
+        fresh,
+        "python",
+        "-c",
+        "import importlib.util as u; print(u.find_spec('torch'))",
+        cwd=tmp_path,
+    )
+    assert torch.stdout.strip() == "None"
+    tests = subprocess.run(
+        [
+            str(fresh / "bin" / "python"),
+            "-m",
+            "pytest",
+            "tests/runtime",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=ROOT,
+        env={  # the Hub's tests reach a loopback Hub: not offline
+            k: v
+            for k, v in user_env(
+                OMNIVOICE_TEST_FIXTURES=str(fixtures), HF_HOME=str(tmp_path / "hf")
+            ).items()
+            if k != "HF_HUB_OFFLINE"
+        },
+        capture_output=True,
+        text=True,
+    )
+    summary = tests.stdout.strip().splitlines()[-1]
+    assert tests.returncode == 0, tests.stdout[-3000:]
+    assert int(summary.split(" passed")[0].split()[-1]) >= 100, summary

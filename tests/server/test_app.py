@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,19 +13,7 @@ from gradio_client import Client, handle_file
 
 from omnivoice_build.equivalence import write_reference
 from omnivoice_rt.server.page import LICENCE_LINE
-
-# text, language, instruct, precision, num_step, guidance_scale, speed, duration, seed, randomize,
-# denoise, postprocess_output (tests/test_asr.py calls with the older names, guidance and postprocess)
-FIXED = dict(
-    num_step=8,
-    guidance_scale=2.0,
-    speed=1.0,
-    duration=2.0,
-    seed=3,
-    randomize_seed=False,
-    denoise=True,
-    postprocess_output=False,
-)
+from tests.conftest import FIXED, TRANSCRIPT, running_app
 
 
 @pytest.fixture(scope="module")
@@ -157,8 +147,6 @@ def test_clone_uploads_a_reference(client, reference):
 
 
 def test_a_reference_is_transcribed_and_cloning_needs_no_typed_transcript(client, reference):
-    from tests.conftest import TRANSCRIPT
-
     assert client.predict(handle_file(reference), "English", api_name="/transcribe") == TRANSCRIPT
     typed, _ = client.predict(
         "Hello.",
@@ -260,3 +248,50 @@ def test_precision_line_tells_what_is_on_disk(cpu_artifacts, published_int4, tmp
     published = Service(Config(str(published_int4)))
     assert published.models.default == "fp16"
     assert published.models.default_reason.startswith("int4's heads are int4 (block 128)")
+
+
+def test_the_app_says_why_it_cannot_transcribe_and_clones_with_a_typed_transcript(
+    cpu_artifacts, tiny_whisper, tmp_path
+):
+    reference = write_reference(str(tmp_path / "reference.wav"))
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_whisper, broken)
+    (broken / "onnx" / "encoder_model_int8.onnx").write_bytes(b"not a graph")
+    args = ["--artifacts", str(cpu_artifacts), "--asr-model", str(broken)]
+    with running_app(args, tmp_path / "server.log", HF_HUB_OFFLINE="1") as url:
+        client = Client(url, verbose=False)
+        with pytest.raises(Exception, match="could not be loaded.*give the transcript") as caught:
+            client.predict(handle_file(reference), "Auto", api_name="/transcribe")
+        assert "Traceback" not in str(caught.value)
+        settings = dict(
+            num_step=4,
+            guidance=2.0,
+            speed=1.0,
+            duration=1.0,
+            seed=0,
+            randomize_seed=False,
+            denoise=True,
+            postprocess=False,
+        )
+        with pytest.raises(Exception, match="could not be loaded"):
+            client.predict(
+                "Hi.",
+                handle_file(reference),
+                "",
+                None,
+                "Auto",
+                "int4",
+                **settings,
+                api_name="/clone",
+            )
+        path, info = client.predict(
+            "Hi.",
+            handle_file(reference),
+            TRANSCRIPT,
+            None,
+            "Auto",
+            "int4",
+            **settings,
+            api_name="/clone",
+        )
+        assert "s of audio" in info and Path(path).is_file()

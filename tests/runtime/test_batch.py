@@ -284,6 +284,7 @@ def test_one_run_per_output_folder(items, cpu_artifacts, tmp_path):
 
 
 def test_ray_auto_without_a_cluster_says_how_to_start_one(items, cpu_artifacts, tmp_path):
+    pytest.importorskip("ray", reason="Ray (the ray extra)")
     environment = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     command = [
         sys.executable,

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from omnivoice_build.equivalence import write_reference
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 SHOTS = ROOT / "test-screenshots"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = [

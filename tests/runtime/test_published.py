@@ -4,7 +4,7 @@ their contract (omnivoice_build.published), never on our own build with a file r
 Exact comparisons use the replica whose ``int4/`` holds fp32 graphs under the published names:
 repaired, its codes must equal our fp32 build's. The replica as published (int4 block 128, int4
 heads) is checked for its quantization and for speaking; no agreement with fp32 is asserted for
-int4 on the random tiny model (tests/test_runtime.py says why).
+int4 on the random tiny model (tests/runtime/test_runtime.py says why).
 """
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ import pytest
 from omnivoice_build.equivalence import GREEDY
 from omnivoice_rt.errors import ArtifactError
 from omnivoice_rt.model import OmniVoiceONNX
-from tests.conftest import is_causal
+from tests.conftest import ROOT, is_causal
 
-ROOT = Path(__file__).resolve().parents[1]
 TEXTS = [
     "Hello world, this is a test.",
     "The quick brown fox jumps over the lazy dog.",

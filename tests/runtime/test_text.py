@@ -8,14 +8,16 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from omnivoice.models import omnivoice as up
-from omnivoice.utils import text as up_text
-from omnivoice.utils.duration import RuleDurationEstimator
-from omnivoice.utils.lang_map import LANG_IDS, LANG_NAME_TO_ID
 
 from omnivoice_rt.audio.ops import cross_fade, fade_and_pad, remove_silence, resample
 from omnivoice_rt.engine.unmask import schedule
 from omnivoice_rt.text import chunks, durations, instructs, languages
+
+pytest.importorskip("omnivoice", reason="the oracle is upstream's omnivoice package (with PyTorch)")
+from omnivoice.models import omnivoice as up  # noqa: E402
+from omnivoice.utils import text as up_text  # noqa: E402
+from omnivoice.utils.duration import RuleDurationEstimator  # noqa: E402
+from omnivoice.utils.lang_map import LANG_IDS, LANG_NAME_TO_ID  # noqa: E402
 
 # Letters of several scripts, digits, spaces, and the punctuation the chunker splits on.
 TEXT = st.lists(
