@@ -267,6 +267,21 @@ OPTIONS: dict[str, Option] = {
     ),
 }
 FILE_OPTIONS = ("ref_audio", "voice_prompt")
+# The options a door takes by their own names, beyond the fields it names its own way (the text,
+# the voice design, the voice and its reference): the OpenAI body's further fields and Wyoming's
+# event data. A new option of OPTIONS reaches them with no edit of the door.
+DOOR_FIELDS = tuple(
+    name
+    for name in OPTIONS
+    if name not in ("text", "instruct", "ref_audio", "ref_text", "voice_prompt")
+)
+
+
+def door_fields(fields: Mapping) -> dict:
+    """The entries of ``fields`` (a request body, an event's data) that name an option of
+    ``DOOR_FIELDS`` and are given (not None), as they came: :meth:`Request.from_options` checks
+    them."""
+    return {name: fields[name] for name in DOOR_FIELDS if fields.get(name) is not None}
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ Requests wait in the server's one line (``Service.line``) with the page's, gradi
 MCP's, under the same limits, and fail in OpenAI's error shape with OpenAI's status codes. The
 audio leaves as it is made: a long text's pieces are sent one by one (pcm, wav, mp3, opus; flac
 at the end), or as server-sent events (``stream_format: "sse"``). Beyond OpenAI's fields, a body
-may carry ``language``, ``seed``, ``preset``, ``sentences`` and ``normalize_text`` (the
-``extra_body`` of the client). Numbers, dates and money are read as words unless
+may carry ``sentences`` and any of the request's options by its name (``request.DOOR_FIELDS``:
+``language``, ``seed``, ``preset``, ``normalize_text``, ``duration``, ``num_step``,
+``guidance_scale``...; the ``extra_body`` of the client). Numbers, dates and money are read as words unless
 ``normalize_text`` is false, as OpenAI's speech API reads them; the answer's ``X-Text-Normalized``
 header says whether that changed the text.
 """
@@ -41,6 +42,7 @@ from omnivoice_rt.request import (
     KINDS,
     OptionError,
     check_text,
+    door_fields,
 )
 from omnivoice_rt.request import Request as SynthesisRequest
 from omnivoice_rt.server.api_errors import ApiError, api_error
@@ -130,8 +132,7 @@ class OpenAIDoor:
                 param="model",
                 code="model_not_found",
             )
-        precision, preset = models[model]
-        preset = optional(body, "preset", str) or preset  # the request checks it
+        precision, preset = models[model]  # the preset of the model: a body's own replaces it
         voice = body.get("voice")
         if isinstance(voice, dict):  # OpenAI's {"id": "voice_..."} form of a custom voice
             voice = voice.get("id")
@@ -167,18 +168,16 @@ class OpenAIDoor:
             raise ApiError(
                 400, f"'instructions' are voice-design items here. {exc}", param="instructions"
             ) from exc
-        seed = body.get("seed")
         options = {
             "text": text,
-            # a language given (of any type) is the request's to check; else the voice's
-            "language": voice_options.get("language")
-            if body.get("language") is None
-            else body["language"],
+            "language": voice_options.get("language"),
             "instruct": instruct,
             "voice_prompt": voice_options.get("voice_prompt"),
-            "speed": body.get("speed", 1.0),
-            "seed": resolve_seed(None, True) if seed is None else seed,
-            "normalize_text": body.get("normalize_text", DOOR_NORMALIZE_TEXT),
+            "seed": resolve_seed(None, True),
+            "normalize_text": DOOR_NORMALIZE_TEXT,
+            # every other option by its own name (speed is OpenAI's too), each the request's to
+            # check: a language given (of any type) replaces the voice's
+            **door_fields(body),
         }
         try:  # each option checked once, by the request, which names the option it refuses
             synthesis = SynthesisRequest.from_options(

@@ -18,8 +18,9 @@ the server's one line with the other doors, under the same limits, preset and de
   code ``busy``, and is closed), and a connection that sends nothing for ``idle_timeout`` seconds
   while nothing is being made for it is closed (code ``idle``).
 
-Beyond the protocol, a ``synthesize`` or ``synthesize-start`` may carry ``seed`` (an integer) in
-its data, for the same audio again.
+Beyond the protocol, a ``synthesize`` or ``synthesize-start`` may carry any of the request's
+options by its name in its data (``request.DOOR_FIELDS``: ``seed`` for the same audio again,
+``preset``, ``speed``, ``language``...), each checked by its declaration.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ from omnivoice_rt.request import (
     OptionError,
     Request,
     check_text,
+    door_fields,
 )
 from omnivoice_rt.server.connections import closed_connection, refused_connection
 from omnivoice_rt.server.serving import Service, resolve_seed
@@ -257,7 +259,7 @@ class Connection(AsyncEventHandler):
         self.loop = asyncio.get_running_loop()
         self.stopped = threading.Event()  # the client went away: its synthesis stops
         self.events: asyncio.Queue = asyncio.Queue()
-        self.stream: dict | None = None  # a text stream under way: voice, seed, text so far
+        self.stream: dict | None = None  # a text stream under way: voice, options, text so far
         self.answering = False  # an event is being answered (its speech made)
         self.heard = self.loop.time()  # when the client last sent an event, or was last answered
 
@@ -364,10 +366,11 @@ class Connection(AsyncEventHandler):
             if self.stream is not None:  # sent inside a stream for older servers: ignored
                 return
             voice = self.voice(data)
-            await self.speak(text_of(data), voice, seed_of(data))
+            await self.speak(text_of(data), voice, options_of(data))
         elif SynthesizeStart.is_type(event.type):
             self.stream = None  # a start inside a stream begins a new one
-            self.stream = {"voice": self.voice(data), "seed": seed_of(data), "text": "", "said": 0}
+            voice, options = self.voice(data), options_of(data)
+            self.stream = {"voice": voice, "options": options, "text": "", "said": 0}
         elif SynthesizeChunk.is_type(event.type):
             stream = self.streaming("synthesize-chunk")
             text = data.get("text")
@@ -425,7 +428,7 @@ class Connection(AsyncEventHandler):
     async def speak_streamed(self, stream: dict, sentence: str) -> None:
         """One sentence of a stream; the first one's voice becomes the voice of the rest (when the
         voice is not a reference's already), as a long text's pieces take the first's."""
-        first = await self.speak(sentence, stream["voice"], stream["seed"])
+        first = await self.speak(sentence, stream["voice"], stream["options"])
         if first is not None and "voice_prompt" not in stream["voice"]:
             prompt = VoicePrompt(
                 codes=first.codes[0],
@@ -436,10 +439,10 @@ class Connection(AsyncEventHandler):
             frame_rate = models.loaded[models.default].frame_rate
             stream["voice"] = {**stream["voice"], "voice_prompt": prompt, "frame_rate": frame_rate}
 
-    async def speak(self, text: str, voice: dict, seed: int):
+    async def speak(self, text: str, voice: dict, options: dict):
         """audio-start, the audio as it is made, audio-stop; returns the first piece."""
         reader = self.door.service.normalizer(self.stopped.is_set)
-        request = await self.in_thread(build_request, text, voice, seed, reader)
+        request = await self.in_thread(build_request, text, voice, options, reader)
         stack, pieces = await self.in_thread(self.open, request)
         first = None
         try:
@@ -486,15 +489,15 @@ class Connection(AsyncEventHandler):
         return await self.loop.run_in_executor(self.door.executor, function, *args)
 
 
-def build_request(text: str, voice: dict, seed: int, normalizer=None) -> Request:
+def build_request(text: str, voice: dict, options: dict, normalizer=None) -> Request:
     """The synthesis request, checked, its text read as words by ``normalizer`` (the server's
-    worker: a moment for a long text)."""
+    worker: a moment for a long text); ``options``: the event's (:func:`options_of`)."""
     options = {
         "text": check_text(text),
-        "seed": seed,
         "normalize_text": DOOR_NORMALIZE_TEXT,
         "language": voice.get("language"),
         "instruct": voice.get("instruct"),
+        **options,
     }
     prompt = voice.get("voice_prompt")  # a library voice's file, or a stream's first sentence
     if isinstance(prompt, str):
@@ -518,15 +521,17 @@ def text_of(data: dict) -> str:
     return text
 
 
-def seed_of(data: dict) -> int:
-    """The event's ``seed`` (beyond the protocol), checked by its option's declaration; drawn
-    where it is not given."""
-    seed = data.get("seed")
+def options_of(data: dict) -> dict:
+    """The request's options the event's data names (beyond the protocol: ``DOOR_FIELDS``), each
+    checked by its declaration, and its ``seed`` (drawn where it is not given)."""
+    options = door_fields(data)
     try:
-        OPTIONS["seed"].check("seed", seed)
+        for name, value in options.items():
+            OPTIONS[name].check(name, value)
     except OptionError as exc:
         raise WyomingError("bad-event", f"{exc}.") from None
-    return resolve_seed(seed, seed is None)
+    seed = options.get("seed")
+    return {**options, "seed": resolve_seed(seed, seed is None)}
 
 
 async def read_event(reader: asyncio.StreamReader) -> Event | None:

@@ -107,6 +107,25 @@ def test_every_format_is_playable_and_wav_is_the_runtime_result(client, runtime)
         assert response.response.headers["x-seed"] == "1"
 
 
+def test_every_door_option_is_a_body_field_by_its_name(client, runtime):
+    """Any option of the request (request.DOOR_FIELDS) rides in the body by its name, as the
+    library takes it: the same audio as generate with those options; a bad one names its field."""
+    options = {"num_step": 4, "guidance_scale": 0.0, "duration": 1.0, "t_shift": 0.3}
+    options |= {"postprocess_output": False, "seed": 6}
+    expected = pcm(runtime.generate(SAYING, instruct=OPENAI_VOICES["alloy"], **BALANCED | options))
+    response = client.audio.speech.create(
+        model="omnivoice", voice="alloy", input=SAYING, response_format="pcm", extra_body=options
+    )
+    np.testing.assert_array_equal(decode(response.content, "pcm"), expected)
+    assert len(expected) == 24000 + 2 * 2400  # one second, as asked, and the fades' padding
+    for field, value in (("num_step", 0), ("t_shift", "x"), ("class_temperature", -1)):
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.audio.speech.create(
+                model="omnivoice", voice="alloy", input="Hi.", extra_body={field: value}
+            )
+        assert caught.value.body["param"] == field, caught.value.body
+
+
 def test_the_same_request_through_gradio_client_gives_the_same_audio(client, server):
     """The voice names are voice-design instructs; the OpenAI door and the Gradio API share defaults."""
     data = client.audio.speech.create(

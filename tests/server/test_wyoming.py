@@ -103,11 +103,11 @@ async def answer(client: AsyncTcpClient, until: str = "audio-stop") -> tuple[lis
 
 
 def speak(
-    port: int, text: str, seed: int, voice: dict | None = None
+    port: int, text: str, seed: int, voice: dict | None = None, **options
 ) -> tuple[list[str], np.ndarray]:
     async def run():
         async with AsyncTcpClient("127.0.0.1", port) as client:
-            data = {"text": text, "seed": seed, **({"voice": voice} if voice else {})}
+            data = {"text": text, "seed": seed, **({"voice": voice} if voice else {}), **options}
             await client.write_event(Event("synthesize", data))
             return await answer(client)
 
@@ -201,6 +201,17 @@ def test_streamed_text_is_spoken_sentence_by_sentence_before_the_stop(server, ru
     )
 
 
+def test_an_events_data_takes_the_requests_options_by_name(server, runtime):
+    """Beyond the protocol, any option of the request (request.DOOR_FIELDS) in a synthesize's
+    data: the runtime's audio for those options."""
+    _, port, _ = server
+    options = {"num_step": 4, "duration": 1.0, "speed": 0.9, "postprocess_output": False}
+    types, audio = speak(port, "Good evening.", 7, **options)
+    assert types[-1] == "audio-stop", types
+    np.testing.assert_array_equal(audio, expected(runtime, "Good evening.", 7, **options))
+    assert len(audio) == 24000 + 2 * 2400  # one second, as asked, and the padding
+
+
 @pytest.mark.parametrize(
     ("event", "code", "words"),
     [
@@ -223,6 +234,12 @@ def test_streamed_text_is_spoken_sentence_by_sentence_before_the_stop(server, ru
             "bad-request",
             "Unknown language",
         ),
+        (
+            Event("synthesize", {"text": "Hi.", "num_step": 0}),
+            "bad-event",
+            "num_step must be a whole number from 1 to",
+        ),
+        (Event("synthesize", {"text": "Hi.", "preset": "quick"}), "bad-request", "unknown preset"),
         (Event("synthesize-chunk", {"text": "Hi."}), "no-stream", "without a synthesize-start"),
         (Event("synthesize-stop"), "no-stream", "without a synthesize-start"),
         (Event("transcribe"), "unknown-event", "does not take 'transcribe'"),
@@ -567,5 +584,5 @@ def test_a_later_sentence_is_planned_exactly_as_many_frames_as_it_would_have_alo
     first = VoicePrompt(codes=np.zeros((8, 10), dtype=np.int64), text="Hi.", rms=0.1)
     for words in range(1, 80):
         text = " ".join(["word"] * words) + "."
-        request = build_request(text, {"voice_prompt": first, "frame_rate": 25.0}, 0)
+        request = build_request(text, {"voice_prompt": first, "frame_rate": 25.0}, {"seed": 0})
         assert int(request.duration * 25.0) == estimate_frames(text, None, None), text
