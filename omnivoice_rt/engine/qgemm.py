@@ -7,7 +7,7 @@ int8 weights, on AMX, AVX-512 VNNI or AVX-VNNI) multiplies them at three to ten 
 of a graph, and each MatMul by a constant float weight, with one of two integer kernels whose
 int8 weights are requantized from the same weights, one scale per output column
 (:func:`requantize`: each weight within half a step, ``max |w[:, n]| / 254``, of the weights
-the graph multiplied by before):
+the graph multiplied by before; ``/ 126`` on a CPU whose kernel saturates, :func:`weight_levels`):
 
 - ``tensor``: ``DynamicQuantizeMatMul``: all of a call's activations rounded to uint8 with one
   scale and zero point.
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -32,25 +33,58 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 # What a rewritten graph holds, in its cache key (omnivoice_rt.artifacts.derived): bump on any change here.
-VERSION = 3  # 2: the LLM's activations smoothed; 3: o's and down's inputs too, each where it helps
+VERSION = 4  # 2: activations smoothed; 3: o's and down's inputs too; 4: the CPU's weight levels
 ROUNDINGS = ("tensor", "row")
 # A MatMul by a constant float weight is rewritten from this many weights on (the LLM's
 # projections; not the small products of a norm or a position table).
 MIN_WEIGHTS = 1 << 12
 LEVELS = 127  # int8 steps on each side of zero, for the weights and the rows' activations
+# On x86 without VNNI or AMX, MLAS multiplies uint8 by int8 with AVX2's vpmaddubsw, which adds two
+# products into a saturating int16: 255 * 127 * 2 overflows it, 255 * 63 * 2 does not (ONNX
+# Runtime's quantization docs: "reduce_range", 7-bit weights). Measured on an AVX2-only AMD EPYC
+# Zen 3: full-range weights made errors of 48 in products of 0.4 (tests/runtime/test_qgemm.py).
+SATURATION_SAFE_LEVELS = 63
+SATURATION_FREE = ("avx512_vnni", "avx_vnni", "amx_int8")  # CPU flags of kernels without it
 
 
 class RewriteError(ValueError):
     """A graph the integer GEMM rewrite cannot take (nothing to rewrite, or a layout it does not read)."""
 
 
-def requantize(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(w8, scale)`` for float ``weights`` (K x N): int8 ``w8`` (K x N) and float32 ``scale``
-    (N) with ``|w8 * scale - weights| <= scale / 2`` everywhere (a column of zeros: scale 1)."""
+def saturates(flags: set[str], machine: str) -> bool:
+    """Whether the integer GEMM of a CPU with these ``flags`` (``/proc/cpuinfo``'s) and
+    ``platform.machine()`` adds uint8 x int8 products in saturating int16 (x86 without VNNI or
+    AMX; an x86 whose flags cannot be read is taken to)."""
+    x86 = machine.lower() in ("x86_64", "amd64", "i386", "i686", "x86")
+    return x86 and not any(flag in flags for flag in SATURATION_FREE)
+
+
+@lru_cache(maxsize=1)
+def weight_levels() -> int:
+    """The int8 weights' steps each side of zero on this CPU: ``LEVELS``, or
+    ``SATURATION_SAFE_LEVELS`` where the kernel saturates (:func:`saturates`)."""
+    import platform
+
+    flags: set[str] = set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    except OSError:
+        pass
+    return SATURATION_SAFE_LEVELS if saturates(flags, platform.machine()) else LEVELS
+
+
+def requantize(weights: np.ndarray, levels: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(w8, scale)`` for float ``weights`` (K x N): int8 ``w8`` (K x N) within ``levels`` each
+    side of zero (None: this CPU's, :func:`weight_levels`) and float32 ``scale`` (N) with
+    ``|w8 * scale - weights| <= scale / 2`` everywhere (a column of zeros: scale 1)."""
+    levels = levels or weight_levels()
     weights = np.asarray(weights, dtype=np.float32)
-    scale = np.abs(weights).max(axis=0) / LEVELS
+    scale = np.abs(weights).max(axis=0) / levels
     scale[scale == 0] = 1.0
-    w8 = np.clip(np.rint(weights / scale), -LEVELS, LEVELS).astype(np.int8)
+    w8 = np.clip(np.rint(weights / scale), -levels, levels).astype(np.int8)
     return w8, scale.astype(np.float32)
 
 
@@ -411,7 +445,8 @@ def integer_graphs(root: Path, manifest, precision: str, overrides: dict, kernel
             except Exception as exc:  # onnx, protobuf and onnxruntime raise their own types
                 raise RewriteError(f"{source.name} could not be rewritten ({exc})") from exc
 
-        key = source_key(source, f"qgemm {VERSION} {rounding} smooth {int(smoothed)}")
+        levels = weight_levels()
+        key = source_key(source, f"qgemm {VERSION} {rounding} smooth {int(smoothed)} w{levels}")
         name = f"{kernel}{'-smooth' * smoothed}-{precision}-{role}"
         folder = derived(repair_storage(root), name, key, make, f"the {kernel} {role} graph")
         rewritten[role] = folder / source.name
