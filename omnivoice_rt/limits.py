@@ -12,7 +12,10 @@ from __future__ import annotations
 import math
 
 MAX_TEXT_CHARS = 10_000  # text to speak; past ~30 s of speech it is made in chunks
-MAX_DURATION_S = 600.0  # a forced duration
+MAX_DURATION_S = 600.0  # a forced duration, and a text's pauses added up
+MAX_PAUSE_S = 10.0  # one pause ([pause:1.5s], SSML's <break time="1.5s"/>)
+# a text's segments between its pauses and SSML's tags: each is one generation at least
+MAX_SEGMENTS = 200
 MAX_INSTRUCT_CHARS = 500  # a voice design: at most six short items ("female, low pitch")
 # speaking rate: 1.0 normal; a bound each way keeps the estimate finite
 MIN_SPEED, MAX_SPEED = (0.1, 10.0)

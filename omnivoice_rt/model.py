@@ -35,11 +35,12 @@ from omnivoice_rt.artifacts.manifest import ArtifactError, Manifest
 from omnivoice_rt.audio import ops as audio_ops
 from omnivoice_rt.audio.asr import Transcriber
 from omnivoice_rt.audio.reference import encode_reference
+from omnivoice_rt.captions import Caption
 from omnivoice_rt.engine.forward import Backbone, GuidedForward
 from omnivoice_rt.engine.kernels import KERNELS
 from omnivoice_rt.engine.matmul import fallback as fallback_matmul
 from omnivoice_rt.engine.matmul import resolve as resolve_matmul
-from omnivoice_rt.engine.plan import Piece, RowLimits, check_row, plan_pieces
+from omnivoice_rt.engine.plan import Piece, RowLimits, check_row, plan_parts
 from omnivoice_rt.engine.prompt import Prompt, TextTokenizer, build_prompt
 from omnivoice_rt.engine.qgemm import RewriteError, integer_graphs
 from omnivoice_rt.engine.sessions import graph_path, load_graphs
@@ -194,21 +195,32 @@ class OmniVoiceONNX:
 
         ``should_stop()`` is asked after every unmasking step; when it says yes, :class:`Cancelled`
         is raised there (a server stops the work of a client that went away). Long texts are made
-        in ~15 s pieces, joined and post-processed as one waveform, as upstream does."""
+        in ~15 s pieces, joined and post-processed as one waveform, as upstream does; a text's
+        pauses (``[pause:1s]``, SSML) split it into segments, each post-processed so, with the
+        silences between them exact to the sample. ``Speech.captions`` says where each piece is."""
         job = self._prepare(as_request(text, options), progress, should_stop)
-        chunks = [codes for _piece, codes in self._unmask(job)]
+        made = list(self._unmask(job))
         unmasked = time.perf_counter()
-        waveform = audio_ops.cross_fade(
-            [self.codec.decode(codes) for codes in chunks], self.sample_rate
-        )
+        waves = [self.codec.decode(codes) for _piece, codes in made]
         decoded = time.perf_counter()
-        waveform = self._post_process(waveform, job.ref_rms, job.settings)
+        placed = []  # each segment's waveform and captions
+        for segment in range(len(job.silences) - 1):
+            mine = [i for i, (piece, _codes) in enumerate(made) if piece.segment == segment]
+            joined = audio_ops.cross_fade([waves[i] for i in mine], self.sample_rate)
+            waveform, where = self._post_process(joined, job.ref_rms, job.settings)
+            at, spans = 0, []  # where each piece lies in the joined waveform
+            for i in mine:
+                spans.append((at, at + waves[i].shape[-1]))
+                at += waves[i].shape[-1] + audio_ops.seam_length(self.sample_rate)
+            pieces = [made[i][0] for i in mine]
+            placed.append((waveform[0], self._captions(pieces, spans, where)))
+        waveform, captions = self._joined(placed, job)
         timings = {
             "unmask": unmasked - job.started,
             "decode": decoded - unmasked,
             "postprocess": time.perf_counter() - decoded,
         }
-        return self._speech(waveform[0], chunks, job, timings)
+        return self._speech(waveform, [codes for _p, codes in made], job, timings, captions)
 
     @options_signature
     def stream(
@@ -237,21 +249,80 @@ class OmniVoiceONNX:
 
     def _stream(self, request: _Job) -> Iterator[Speech]:
         count = len(request.plan)
-        seam = audio_ops.seam_length(self.sample_rate)  # cross_fade's silence between pieces
-        pad = int(request.settings.pad_duration * self.sample_rate)
+        segment = -1
         for index, (piece, codes) in enumerate(self._unmask(request)):
             unmasked = time.perf_counter()
-            waveform = self.codec.decode(codes)
+            raw = self.codec.decode(codes)
             decoded = time.perf_counter()
-            waveform = self._post_process(waveform, request.ref_rms, request.settings)[0]
-            if index > 0:  # the seam's silence instead of the leading pad
-                waveform = np.concatenate([np.zeros(seam, np.float32), waveform[pad:]])
-            if index < count - 1:  # the trailing pad only after the last piece
-                waveform = waveform[: waveform.shape[-1] - pad]
+            waveform, where = self._post_process(raw, request.ref_rms, request.settings)
+            captions = self._captions([piece], [(0, raw.shape[-1])], where)
+            # the seam's silence (or a pause) instead of the leading pad; the trailing pad only
+            # after the last piece (or the pause asked there)
+            before = self._gap(request, piece.segment) if piece.segment != segment else None
+            before = self._seam if before is None and index > 0 else before
+            after = self._gap(request, -1) if index == count - 1 else 0
+            waveform, captions = self._between(waveform[0], captions, before, after, request)
+            segment = piece.segment
             timings = {"decode": decoded - unmasked, "postprocess": time.perf_counter() - decoded}
-            speech = self._speech(waveform, [codes], request, timings)
+            speech = self._speech(waveform, [codes], request, timings, captions)
             speech.metadata.update(piece=index, pieces=count, text=piece.text)
             yield speech
+
+    # ------------------------------------------------------------------ placing the pieces
+
+    @property
+    def _seam(self) -> int:
+        return audio_ops.seam_length(self.sample_rate)  # cross_fade's silence between pieces
+
+    def _gap(self, job: _Job, segment: int) -> int | None:
+        """Samples of silence asked before ``segment`` (-1: after the last), None if none was:
+        the first segment keeps its pad then, the others the seam between pieces."""
+        seconds = job.silences[segment]
+        if seconds is not None:
+            return round(seconds * self.sample_rate)
+        return None if segment in (0, -1, len(job.silences) - 1) else self._seam
+
+    def _between(self, waveform, captions, before: int | None, after: int | None, job: _Job):
+        """``waveform`` (post-processed: a pad each side) with its leading pad replaced by
+        ``before`` samples of silence and its trailing one by ``after`` (None: kept)."""
+        pad = int(job.settings.pad_duration * self.sample_rate)
+        if waveform.shape[-1] < 2 * pad:  # nothing was left to fade and pad
+            pad = 0
+        if after is not None:
+            kept = waveform[: waveform.shape[-1] - pad]
+            waveform = np.concatenate([kept, np.zeros(after, np.float32)])
+        if before is not None:
+            waveform = np.concatenate([np.zeros(before, np.float32), waveform[pad:]])
+            captions = [caption.moved(before - pad) for caption in captions]
+        return waveform, captions
+
+    def _joined(self, placed: list, job: _Job) -> tuple[np.ndarray, list[Caption]]:
+        """The segments' waveforms in order, the silences asked between them (or the seam), and
+        their captions where they now lie. One segment without pauses: its waveform as it is."""
+        waves, captions, at = [], [], 0
+        last = len(placed) - 1
+        for segment, (waveform, mine) in enumerate(placed):
+            after = self._gap(job, -1) if segment == last else 0
+            waveform, mine = self._between(waveform, mine, self._gap(job, segment), after, job)
+            waves.append(waveform)
+            captions += [caption.moved(at) for caption in mine]
+            at += waveform.shape[-1]
+        return np.concatenate(waves), captions
+
+    def _captions(self, pieces: list[Piece], spans: list, where: np.ndarray) -> list[Caption]:
+        """Each piece's caption: the samples of the post-processed waveform that came from its
+        span of the waveform before (``where``: :meth:`_post_process`'s map)."""
+        kept = np.flatnonzero(where >= 0)  # the samples that came from the waveform before
+        sources = where[kept]  # increasing
+        captions = []
+        for piece, (start, end) in zip(pieces, spans, strict=True):
+            first, last = np.searchsorted(sources, [start, end], side="left")
+            if last > first:  # a piece trimmed away entirely has none
+                start_sample, end_sample = int(kept[first]), int(kept[last - 1]) + 1
+                captions.append(
+                    Caption(start_sample, end_sample, self.sample_rate, piece.text, piece.written)
+                )
+        return captions
 
     def _prepare(self, request: Request, progress, should_stop, sentences=False) -> _Job:
         """Plan a checked request: every piece's size is known, and checked, before the model runs."""
@@ -269,8 +340,8 @@ class OmniVoiceONNX:
         ref_frames = ref_codes.shape[1] if ref_codes is not None else None
 
         piece_seconds = SENTENCE_SECONDS if sentences else None
-        plan = plan_pieces(
-            request.spoken_text,
+        plan = plan_parts(
+            request.parts,
             ref_text,
             ref_frames,
             request.duration,
@@ -279,17 +350,20 @@ class OmniVoiceONNX:
             self.frame_rate,
             piece_seconds,
         )
-        for piece in plan:
-            check_row(self.tokenizer, piece, language, instruct, settings.denoise, self.limits)
+        for piece in plan.pieces:
+            check_row(
+                self.tokenizer, piece, piece.language, instruct, settings.denoise, self.limits
+            )
         return _Job(
-            plan=plan,
+            plan=plan.pieces,
+            silences=plan.silences,
             settings=settings,
             language=language,
             instruct=instruct,
             ref_codes=ref_codes,
             ref_rms=voice_prompt.rms if voice_prompt is not None else None,
             rng=np.random.default_rng(request.seed),
-            steps=_StepCounter(progress, settings.num_step * len(plan), should_stop),
+            steps=_StepCounter(progress, settings.num_step * len(plan.pieces), should_stop),
             started=started,
             timings={},
             normalized_text=request.spoken_text if request.normalized else None,
@@ -307,7 +381,7 @@ class OmniVoiceONNX:
                 mask_id=self.mask_id,
                 ref_text=piece.ref_text,
                 ref_codes=first if piece.ref_from_first else request.ref_codes,
-                language=request.language,
+                language=piece.language,
                 instruct=request.instruct,
                 denoise=request.settings.denoise,
             )
@@ -325,10 +399,15 @@ class OmniVoiceONNX:
             yield piece, codes
 
     def _speech(
-        self, waveform: np.ndarray, chunks: list[np.ndarray], request: _Job, timings: dict
+        self,
+        waveform: np.ndarray,
+        chunks: list[np.ndarray],
+        request: _Job,
+        timings: dict,
+        captions: list[Caption],
     ) -> Speech:
         """A result with what it took: this part's timings, the model's so far, the time since the request."""
-        speech = Speech(waveform=waveform, sample_rate=self.sample_rate, codes=chunks)
+        speech = Speech(waveform, self.sample_rate, chunks, captions=captions)
         total = time.perf_counter() - request.started
         speech.metadata = {
             "frames": int(sum(c.shape[1] for c in chunks)),
@@ -349,10 +428,12 @@ class OmniVoiceONNX:
 
     def _post_process(
         self, waveform: np.ndarray, ref_rms: float | None, settings: GenerationSettings
-    ) -> np.ndarray:
-        """Upstream's ``_post_process_audio``: silence removal, loudness, fades and padding."""
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Upstream's ``_post_process_audio``: silence removal, loudness, fades and padding; and
+        where each sample came from (the index in ``waveform``, -1 for silence added)."""
+        where = np.arange(waveform.shape[-1])
         if settings.postprocess_output:
-            waveform = audio_ops.remove_silence(
+            waveform, where = audio_ops.remove_silence_placed(
                 waveform, self.sample_rate, mid_sil=500, lead_sil=100, trail_sil=100
             )
         if ref_rms is not None and ref_rms < 0.1:
@@ -361,12 +442,14 @@ class OmniVoiceONNX:
             peak = np.abs(waveform).max()
             if peak > 1e-6:
                 waveform = waveform / peak * 0.5
-        return audio_ops.fade_and_pad(
+        padded = audio_ops.fade_and_pad(
             waveform.astype(np.float32),
             settings.pad_duration,
             settings.fade_duration,
             self.sample_rate,
         )
+        pad = (padded.shape[-1] - waveform.shape[-1]) // 2
+        return padded, np.concatenate([np.full(pad, -1), where, np.full(pad, -1)])
 
 
 def as_request(text: str | Request, options: dict) -> Request:
@@ -385,6 +468,7 @@ class _Job:
     """A checked request, planned: its pieces, settings, conditioning, random draws and progress."""
 
     plan: list[Piece]
+    silences: list[float | None]  # before each segment and after the last (plan.Plan)
     settings: GenerationSettings
     language: str | None
     instruct: str | None

@@ -37,7 +37,7 @@ import numpy as np
 
 from omnivoice_rt.engine.unmask import UnmaskSettings
 from omnivoice_rt.limits import MAX_DURATION_S, MAX_SPEED, MAX_STEPS, MAX_TEXT_CHARS, MIN_SPEED
-from omnivoice_rt.text import normalize
+from omnivoice_rt.text import markup, normalize
 from omnivoice_rt.text.instructs import ZH_RE, resolve_instruct
 from omnivoice_rt.text.languages import check_string, resolve_language
 
@@ -171,7 +171,11 @@ class Option:
 
 # Every option a request takes, in the order the CLI and the docs list them.
 OPTIONS: dict[str, Option] = {
-    "text": Option("text", f"what to say, up to {MAX_TEXT_CHARS:,} characters"),
+    "text": Option(
+        "text",
+        f"what to say, up to {MAX_TEXT_CHARS:,} characters; [pause:1.5s] tags or SSML (<speak>) "
+        "put silences in it",
+    ),
     "language": Option(
         "text",
         "the text's language, a name or a code ('English', 'en'); none: detected",
@@ -308,6 +312,9 @@ class Request:
     normalize_text: bool = False
     settings: GenerationSettings = field(default_factory=GenerationSettings)
     spoken_text: str = field(init=False, default="")
+    # the text's segments (each as written and as spoken, its language a code) and the silences
+    # between them (omnivoice_rt/text/markup.py): one segment, the text, where it has no markup
+    parts: tuple = field(init=False, default=())
     normalizer: InitVar[Normalizer | None] = None
 
     def __post_init__(self, normalizer: Normalizer | None) -> None:
@@ -325,21 +332,62 @@ class Request:
             raise OptionError("ref_text", "ref_text was given without ref_audio or a voice prompt")
         self.settings.validate()
         language = _as_option("language", resolve_language, self.language)
-        # as upstream: the target text only, before the instruct's language and the durations
-        spoken = text
-        if self.normalize_text:
-            spoken = _as_option("text", _normalized, text, language, normalizer)
+        parts = tuple(
+            self._read(part, language, normalizer)
+            for part in _as_option("text", markup.parse, text)
+        )
+        self._check_silences(parts)
+        spoken = " ".join(p.spoken for p in parts if isinstance(p, markup.Segment))
         object.__setattr__(self, "text", text)
         object.__setattr__(self, "spoken_text", spoken)
+        object.__setattr__(self, "parts", parts)
         object.__setattr__(self, "language", language)
         use_zh = bool(ZH_RE.search(spoken))
         instruct = _as_option("instruct", resolve_instruct, self.instruct, use_zh=use_zh)
         object.__setattr__(self, "instruct", instruct)
 
+    def _read(self, part, language: str | None, normalizer: Normalizer | None):
+        """A segment with its language as a code and its text as the model reads it (as
+        upstream: the target text alone normalized, before the instruct's language and the
+        durations); its speed within the bounds. A silence as it is."""
+        if isinstance(part, markup.Silence):
+            return part
+        if part.language is not None:
+            language = _as_option("text", resolve_language, part.language)
+        speed = (self.speed or 1.0) * part.rate
+        if part.rate != 1.0 and not MIN_SPEED <= speed <= MAX_SPEED:
+            raise OptionError(
+                "text",
+                f"<prosody rate> makes a speed of {speed:g} for {part.text[:30]!r}; speed is "
+                f"{MIN_SPEED:g} to {MAX_SPEED:g}",
+            )
+        spoken = part.text
+        if self.normalize_text:
+            spoken = _as_option("text", _normalized, part.text, language, normalizer)
+        return markup.Segment(part.text, language, part.rate, spoken)
+
+    def _check_silences(self, parts: tuple) -> None:
+        silence = sum(p.seconds for p in parts if isinstance(p, markup.Silence))
+        if silence > MAX_DURATION_S:
+            raise OptionError(
+                "text",
+                f"the text's pauses add up to {silence:g} s; the limit is {MAX_DURATION_S:g} s",
+            )
+        if self.duration is not None and silence >= self.duration:
+            raise OptionError(
+                "duration",
+                f"the text's pauses take {silence:g} s of the {self.duration:g} s duration, "
+                "leaving none for the speech: ask for a longer duration or shorter pauses",
+            )
+
+    @property
+    def segments(self) -> list[markup.Segment]:
+        return [p for p in self.parts if isinstance(p, markup.Segment)]
+
     @property
     def normalized(self) -> bool:
         """Whether normalization changed the text (``spoken_text`` is then what the model read)."""
-        return self.spoken_text != self.text
+        return any(segment.spoken != segment.text for segment in self.segments)
 
     @classmethod
     def from_options(

@@ -1,4 +1,4 @@
-"""``Speech``: what a synthesis gives back, a waveform and what it took."""
+"""``Speech``: what a synthesis gives back, a waveform, where its pieces lie, and what it took."""
 
 from __future__ import annotations
 
@@ -6,15 +6,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from omnivoice_rt.captions import Caption
+
 
 @dataclass
 class Speech:
-    """A synthesis result: float32 mono waveform at ``sample_rate`` and what it took."""
+    """A synthesis result: float32 mono waveform at ``sample_rate``, the captions of its pieces
+    (:mod:`omnivoice_rt.captions`: the samples each occupies, and its text) and what it took."""
 
     waveform: np.ndarray
     sample_rate: int
     codes: list[np.ndarray]  # (C, T) codes of each chunk
     metadata: dict = field(default_factory=dict)
+    captions: list[Caption] = field(default_factory=list)
 
     @property
     def seconds(self) -> float:
@@ -27,6 +31,10 @@ class Speech:
         if not parts:
             raise ValueError("no pieces to join")
         waveform = np.concatenate([part.waveform for part in parts])
+        captions, at = [], 0
+        for part in parts:
+            captions += [caption.moved(at) for caption in part.captions]
+            at += part.waveform.shape[-1]
         codes = [c for part in parts for c in part.codes]
         metadata = {
             **parts[-1].metadata,
@@ -37,4 +45,4 @@ class Speech:
         metadata["seconds"] = waveform.shape[-1] / parts[0].sample_rate
         total = metadata.get("timings", {}).get("total", 0.0)
         metadata["rtf"] = total / max(metadata["seconds"], 1e-9)
-        return cls(waveform, parts[0].sample_rate, codes, metadata)
+        return cls(waveform, parts[0].sample_rate, codes, metadata, captions)

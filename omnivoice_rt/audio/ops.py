@@ -192,21 +192,55 @@ def remove_silence(
     audio: np.ndarray, rate: int, mid_sil: int = 300, lead_sil: int = 100, trail_sil: int = 300
 ) -> np.ndarray:
     """Shorten inner silences over ``mid_sil`` ms and trim the edges to ``lead_sil``/``trail_sil`` ms."""
+    return remove_silence_placed(audio, rate, mid_sil, lead_sil, trail_sil)[0]
+
+
+def remove_silence_placed(
+    audio: np.ndarray, rate: int, mid_sil: int = 300, lead_sil: int = 100, trail_sil: int = 300
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`remove_silence`, and where each sample of its result came from: ``placed[j]`` is
+    the index in ``audio`` of the result's sample ``j`` (-1 for the zeros pydub adds when a cut
+    in milliseconds passes the end). pydub cuts the audio; the same cuts, in the same
+    milliseconds, are made of a second segment whose samples are their own indices."""
     from pydub import AudioSegment
-    from pydub.silence import detect_leading_silence, split_on_silence
+    from pydub.silence import detect_leading_silence
 
     wave = _to_segment(audio, rate)
+    index = np.arange(1, audio.shape[-1] + 1, dtype=np.int32)  # 0: a sample pydub added
+    where = AudioSegment(data=index.tobytes(), sample_width=4, frame_rate=rate, channels=1)
+
+    def cuts(segment, ranges):
+        joined = AudioSegment.silent(duration=0)
+        for start, end in ranges:
+            joined += segment[max(start, 0) : min(end, len(segment))]
+        return joined
+
     if mid_sil > 0:
-        pieces = split_on_silence(
-            wave, min_silence_len=mid_sil, silence_thresh=-50, keep_silence=mid_sil, seek_step=10
-        )
-        wave = AudioSegment.silent(duration=0)
-        for piece in pieces:
-            wave += piece
+        ranges = _split_ranges(wave, mid_sil)
+        wave, where = cuts(wave, ranges), cuts(where, ranges)
     start = max(0, detect_leading_silence(wave, silence_threshold=-50) - lead_sil)
-    wave = wave[start:].reverse()
+    wave, where = wave[start:].reverse(), where[start:].reverse()
     start = max(0, detect_leading_silence(wave, silence_threshold=-50) - trail_sil)
-    return _from_segment(wave[start:].reverse())
+    wave, where = wave[start:].reverse(), where[start:].reverse()
+    placed = np.array(where.get_array_of_samples(), dtype=np.int64) - 1
+    return _from_segment(wave), placed
+
+
+def _split_ranges(wave, mid_sil: int) -> list[tuple[int, int]]:
+    """The milliseconds ``split_on_silence(wave, mid_sil, -50, keep_silence=mid_sil, 10)``
+    keeps, as it computes them (pydub 0.25; tests/runtime/test_text.py checks the result
+    against pydub's and upstream's)."""
+    from pydub.silence import detect_nonsilent
+
+    ranges = [
+        [start - mid_sil, end + mid_sil]
+        for start, end in detect_nonsilent(wave, mid_sil, -50, seek_step=10)
+    ]
+    for first, second in zip(ranges, ranges[1:], strict=False):
+        if second[0] < first[1]:
+            first[1] = (first[1] + second[0]) // 2
+            second[0] = first[1]
+    return [(start, end) for start, end in ranges]
 
 
 def trim_long_audio(

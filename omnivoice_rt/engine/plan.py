@@ -6,6 +6,11 @@ the text is made in ~15 s pieces split at punctuation, and without a reference t
 becomes the reference of the rest (``_generate_chunked``). ``stream(sentences=True)`` asks for
 pieces of about a sentence instead.
 
+A text with pauses or SSML (:mod:`omnivoice_rt.text.markup`) is planned segment by segment, each
+with its own language and speed, and a ``duration`` shared among them by their estimates after
+the pauses; without a reference, every segment after the first takes the first piece as its
+reference, as a long text's pieces do.
+
 Each piece's conditional row (prompt, reference, target) must fit the LLM's position table and
 the attention memory budget (``limits.max_row``), and its text ids the embedding table.
 """
@@ -19,6 +24,7 @@ from omnivoice_rt.errors import ArtifactError
 from omnivoice_rt.request import GenerationSettings
 from omnivoice_rt.text.chunks import chunk_text_punctuation
 from omnivoice_rt.text.durations import estimate_frames
+from omnivoice_rt.text.markup import Segment, Silence
 
 
 @dataclass
@@ -31,6 +37,65 @@ class Piece:
     ref_text: str | None
     ref_frames: int | None
     ref_from_first: bool = False
+    segment: int = 0  # the index of its segment (a text without markup is one)
+    language: str | None = None  # its segment's, else the request's
+    written: str | None = None  # its text as written, where known (captions show it)
+
+
+@dataclass
+class Plan:
+    """A request's pieces in order, and the silence before each segment and after the last
+    (``silences[k]``: before segment k; None where none was asked: the pieces' own pad or seam)."""
+
+    pieces: list[Piece]
+    silences: list[float | None]
+
+
+def plan_parts(
+    parts,
+    ref_text: str | None,
+    ref_frames: int | None,
+    duration: float | None,
+    speed: float | None,
+    settings: GenerationSettings,
+    frame_rate: float,
+    piece_seconds: float | None = None,
+) -> Plan:
+    """The pieces of a request's parts (its segments and silences, ``Request.parts``)."""
+    segments = [p for p in parts if isinstance(p, Segment)]
+    silences: list[float | None] = [None] * (len(segments) + 1)
+    for index, part in enumerate(parts):
+        if isinstance(part, Silence):
+            silences[sum(isinstance(p, Segment) for p in parts[:index])] = part.seconds
+    shares = [duration] * len(segments)
+    if duration and len(segments) > 1:  # the speech's length after the pauses, by the estimates
+        speech = duration - sum(s or 0.0 for s in silences)
+        weights = [estimate_frames(s.spoken, ref_text, ref_frames) for s in segments]
+        shares = [speech * w / sum(weights) for w in weights]
+    pieces: list[Piece] = []
+    for index, (segment, share) in enumerate(zip(segments, shares, strict=True)):
+        rate = (speed or 1.0) * segment.rate if segment.rate != 1.0 else speed
+        from_first = index > 0 and ref_frames is None
+        first = pieces[0] if from_first else None
+        planned = plan_pieces(
+            segment.spoken,
+            first.text if first else ref_text,
+            first.frames if first else ref_frames,
+            share,
+            rate,
+            settings,
+            frame_rate,
+            piece_seconds,
+        )
+        for piece in planned:
+            piece.segment, piece.language = index, segment.language
+            piece.ref_from_first = piece.ref_from_first or from_first
+            if len(planned) == 1:
+                piece.written = segment.text
+            elif segment.text == segment.spoken:
+                piece.written = piece.text
+        pieces += planned
+    return Plan(pieces, silences)
 
 
 def plan_pieces(

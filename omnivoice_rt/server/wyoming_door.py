@@ -73,6 +73,7 @@ from omnivoice_rt.server.voices import VoiceLibrary
 from omnivoice_rt.text.chunks import complete_sentences
 from omnivoice_rt.text.durations import estimate_frames
 from omnivoice_rt.text.languages import LANG_IDS, TAG_ALIASES, resolve_language
+from omnivoice_rt.text.markup import Silence
 from omnivoice_rt.voice_prompt import VoicePrompt
 
 logger = logging.getLogger(__name__)
@@ -503,14 +504,17 @@ def build_request(text: str, voice: dict, options: dict, normalizer=None) -> Req
     if isinstance(prompt, str):
         options["voice_prompt"] = prompt
     request = Request.from_options(options, DOOR_PRESET, normalizer=normalizer)
-    if isinstance(prompt, VoicePrompt):  # a stream's first sentence
+    if isinstance(prompt, VoicePrompt) and request.duration is None:  # a stream's first sentence
         # Its length was upstream's estimate for it alone, which stretches a short sentence (under
         # 2 s); cloned, its pace would stretch every later one ("Good evening." made the next
         # sentence 1.8x as long). So each later one keeps the length it would have alone.
         frames = estimate_frames(request.spoken_text, None, None)
         # half a frame over: the plan takes int(duration * frame_rate) frames, and frames /
         # frame_rate * frame_rate can fall a hair short of frames (29 frames at 25 Hz gave 28)
-        request = request.with_prompt(prompt, duration=(frames + 0.5) / voice["frame_rate"])
+        # its pauses ([pause:1s]) on top: the duration counts them
+        pauses = sum(p.seconds for p in request.parts if isinstance(p, Silence))
+        duration = (frames + 0.5) / voice["frame_rate"] + pauses
+        request = request.with_prompt(prompt, duration=duration)
     return request
 
 

@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from omnivoice_rt import captions
 from omnivoice_rt.artifacts.manifest import PROFILE_DIRS
 from omnivoice_rt.errors import REPORTED
 
@@ -49,6 +50,7 @@ def cmd_synthesize(args) -> int:
 
     options = {name: getattr(args, name) for name in OPTIONS}
     request = Request.from_options(options, DOOR_PRESET, DOOR_NORMALIZE_TEXT)
+    kind = captions.format_of(args.captions) if args.captions else None  # before the model
     voice = _load(args)
 
     def progress(done: int, total: int) -> None:
@@ -57,6 +59,8 @@ def cmd_synthesize(args) -> int:
     speech = voice.generate(request, progress=progress)
     print(file=sys.stderr)
     _write(args.output, speech.waveform, speech.sample_rate)
+    if kind:
+        Path(args.captions).write_text(captions.write(speech.captions, kind), encoding="utf-8")
     meta = speech.metadata
     if "normalized_text" in meta:
         print(f"read as: {meta['normalized_text']}", file=sys.stderr)
@@ -252,6 +256,11 @@ def parse_args(argv):
     syn = sub.add_parser("synthesize", help="text to a wav file")
     common(syn)
     syn.add_argument("--output", required=True)
+    syn.add_argument(
+        "--captions",
+        metavar="FILE",
+        help="also write where each piece was spoken, and its text: FILE.srt, .vtt or .json",
+    )
     request_flags(syn)
     syn.add_argument(
         "--asr-model",

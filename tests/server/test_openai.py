@@ -126,6 +126,24 @@ def test_every_door_option_is_a_body_field_by_its_name(client, runtime):
         assert caught.value.body["param"] == field, caught.value.body
 
 
+def test_pauses_and_ssml_in_the_input_are_the_librarys(client, runtime):
+    """A pause tag in OpenAI's input is the library's silence; SSML it cannot read is a 400
+    naming the input and the element."""
+    text = "Hello there. [pause:1s] Goodbye."
+    voice = {"instruct": OPENAI_VOICES["alloy"], "seed": 3, "normalize_text": True}
+    expected = pcm(runtime.generate(text, **voice, **BALANCED))
+    response = client.audio.speech.create(
+        model="omnivoice", voice="alloy", input=text, response_format="pcm", extra_body={"seed": 3}
+    )
+    np.testing.assert_array_equal(decode(response.content, "pcm"), expected)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.audio.speech.create(
+            model="omnivoice", voice="alloy", input="<speak>Hi <voice name='x'>you</voice></speak>"
+        )
+    assert caught.value.body["param"] == "input", caught.value.body
+    assert "<voice> is not supported" in caught.value.body["message"]
+
+
 def test_the_same_request_through_gradio_client_gives_the_same_audio(client, server):
     """The voice names are voice-design instructs; the OpenAI door and the Gradio API share defaults."""
     data = client.audio.speech.create(

@@ -586,3 +586,13 @@ def test_a_later_sentence_is_planned_exactly_as_many_frames_as_it_would_have_alo
         text = " ".join(["word"] * words) + "."
         request = build_request(text, {"voice_prompt": first, "frame_rate": 25.0}, {"seed": 0})
         assert int(request.duration * 25.0) == estimate_frames(text, None, None), text
+    # a pause in a later sentence adds its silence, and the speech keeps its frames
+    from omnivoice_rt.engine.plan import plan_parts
+    from omnivoice_rt.request import GenerationSettings
+
+    text = "word word word. [pause:2s] word word."
+    request = build_request(text, {"voice_prompt": first, "frame_rate": 25.0}, {"seed": 0})
+    plan = plan_parts(request.parts, "Hi.", 10, request.duration, None, GenerationSettings(), 25.0)
+    frames = estimate_frames("word word word. word word.", None, None)
+    assert sum(p.frames for p in plan.pieces) == pytest.approx(frames, abs=1)
+    assert plan.silences == [None, 2.0, None]

@@ -1,0 +1,120 @@
+"""Captions: where each piece of a result was placed, and its text, as SRT, WebVTT or JSON.
+
+    speech = voice.generate("Hello there. [pause:1s] How are you?")
+    for caption in speech.captions:
+        print(caption.start, caption.end, caption.text)
+    Path("hello.srt").write_text(captions.write(speech.captions, "srt"))
+
+A caption's times are the samples its piece's audio occupies in the result (after silence
+trimming, fades and pauses), exact: ``start_sample`` to ``end_sample``. ``text`` is what the
+model read (numbers as words, with ``normalize_text``), ``written`` the text as written where it
+is known (a piece that is its whole segment, or one that normalization did not change), else
+None; the files show ``written`` where known. Times of words within a piece are not claimed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+FORMATS = ("srt", "vtt", "json")
+
+
+class CaptionError(ValueError):
+    """A caption format this runtime does not write."""
+
+
+@dataclass(frozen=True)
+class Caption:
+    """One spoken piece: the samples it occupies in its result, and what it says."""
+
+    start_sample: int
+    end_sample: int  # one past its last sample
+    sample_rate: int
+    text: str  # as the model read it
+    written: str | None = None  # as written, where known
+
+    @property
+    def start(self) -> float:
+        """Seconds from the start of the result."""
+        return self.start_sample / self.sample_rate
+
+    @property
+    def end(self) -> float:
+        return self.end_sample / self.sample_rate
+
+    @property
+    def shown(self) -> str:
+        """The text a caption file shows: as written where known, on one line."""
+        return " ".join((self.written or self.text).split())
+
+    def moved(self, samples: int) -> Caption:
+        """This caption ``samples`` later (a piece placed after others)."""
+        return Caption(
+            self.start_sample + samples,
+            self.end_sample + samples,
+            self.sample_rate,
+            self.text,
+            self.written,
+        )
+
+
+def format_of(path: str | Path) -> str:
+    """The caption format a file name asks for (``.srt``, ``.vtt``, ``.json``)."""
+    kind = Path(path).suffix.lower().lstrip(".")
+    if kind not in FORMATS:
+        raise CaptionError(
+            f"captions are written as {', '.join('.' + f for f in FORMATS)}; "
+            f"{Path(path).name!r} is none of them"
+        )
+    return kind
+
+
+def write(captions: list[Caption], kind: str) -> str:
+    """``captions`` as a document of ``kind`` (``FORMATS``)."""
+    if kind == "srt":
+        return "".join(
+            f"{n}\n{_clock(c.start_sample, c.sample_rate, ',')} --> "
+            f"{_clock(c.end_sample, c.sample_rate, ',')}\n{c.shown}\n\n"
+            for n, c in enumerate(captions, 1)
+        )
+    if kind == "vtt":
+        cues = "".join(
+            f"{n}\n{_clock(c.start_sample, c.sample_rate, '.')} --> "
+            f"{_clock(c.end_sample, c.sample_rate, '.')}\n{_vtt_text(c.shown)}\n\n"
+            for n, c in enumerate(captions, 1)
+        )
+        return "WEBVTT\n\n" + cues
+    if kind == "json":
+        return json.dumps(as_json(captions), ensure_ascii=False, indent=1) + "\n"
+    raise CaptionError(f"unknown caption format {kind!r}; use one of {', '.join(FORMATS)}")
+
+
+def as_json(captions: list[Caption]) -> list[dict]:
+    """The captions as JSON values: seconds (to the microsecond), samples and texts."""
+    return [
+        {
+            "start": round(c.start, 6),
+            "end": round(c.end, 6),
+            "start_sample": c.start_sample,
+            "end_sample": c.end_sample,
+            "text": c.text,
+            "written": c.written,
+        }
+        for c in captions
+    ]
+
+
+def _clock(sample: int, rate: int, separator: str) -> str:
+    """HH:MM:SS,mmm (SRT) or HH:MM:SS.mmm (WebVTT): the millisecond at or before ``sample``."""
+    milliseconds = sample * 1000 // rate
+    seconds, ms = divmod(milliseconds, 1000)
+    minutes, seconds = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours:02d}:{minutes:02d}:{seconds:02d}{separator}{ms:03d}"
+
+
+def _vtt_text(text: str) -> str:
+    """A cue's text as WebVTT takes it: &, < and > escaped (so no "-->" and no tags)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
