@@ -99,10 +99,19 @@ def as_json(captions: list[Caption]) -> list[dict]:
             "end": round(c.end, 6),
             "start_sample": c.start_sample,
             "end_sample": c.end_sample,
+            "sample_rate": c.sample_rate,
             "text": c.text,
             "written": c.written,
         }
         for c in captions
+    ]
+
+
+def from_json(entries: list[dict]) -> list[Caption]:
+    """Captions from :func:`as_json`'s values."""
+    return [
+        Caption(e["start_sample"], e["end_sample"], e["sample_rate"], e["text"], e["written"])
+        for e in entries
     ]
 
 

@@ -10,7 +10,9 @@ audio leaves as it is made: a long text's pieces are sent one by one (pcm, wav, 
 at the end), or as server-sent events (``stream_format: "sse"``). Beyond OpenAI's fields, a body
 may carry ``sentences`` and any of the request's options by its name (``request.DOOR_FIELDS``:
 ``language``, ``seed``, ``preset``, ``normalize_text``, ``duration``, ``num_step``,
-``guidance_scale``...; the ``extra_body`` of the client). Numbers, dates and money are read as words unless
+``guidance_scale``...; the ``extra_body`` of the client); ``"captions": true`` answers one JSON object instead, the audio in
+base64 and where each piece lies in it (with ``stream_format: "sse"``: in the done event).
+Numbers, dates and money are read as words unless
 ``normalize_text`` is false, as OpenAI's speech API reads them; the answer's ``X-Text-Normalized``
 header says whether that changed the text.
 """
@@ -33,6 +35,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import StreamingResponse
 from starlette.requests import ClientDisconnect
 
+from omnivoice_rt import captions
 from omnivoice_rt.audio.formats import FORMATS, AudioWriter, available_formats
 from omnivoice_rt.errors import Cancelled
 from omnivoice_rt.limits import BODY_TIMEOUT_S, SEND_TIMEOUT_S
@@ -73,6 +76,7 @@ class SpeechRequest:
     response_format: str
     sse: bool
     sentences: bool
+    captions: bool = False  # answer JSON: the audio (base64) and where each piece lies in it
 
 
 class OpenAIDoor:
@@ -192,6 +196,7 @@ class OpenAIDoor:
             response_format=fmt,
             sse=stream_format == "sse",
             sentences=optional(body, "sentences", bool) or False,
+            captions=optional(body, "captions", bool) or False,
         )
 
     def check_key(self, request: Request) -> None:
@@ -298,28 +303,37 @@ class SpeechJob:
         self.ahead = ahead
 
     def _body(self) -> Iterator[bytes]:
-        """The response's bytes as the pieces come (one piece: a whole file; several: streamed)."""
+        """The response's bytes as the pieces come (one piece: a whole file; several: streamed);
+        with ``captions``, one JSON object at the end (server-sent events: in the done event)."""
         request, sse = self.request, self.request.sse
+        whole = request.captions and not sse  # one JSON object: the audio as one file
         try:
-            writer = None
+            writer, placed, at = None, [], 0
             for piece in self._all_pieces():
                 if writer is None:
-                    writer = AudioWriter(
-                        request.response_format, piece.sample_rate, piece.metadata["pieces"] > 1
-                    )
-                yield from framed(writer.write(piece.waveform), sse)
-            yield from framed(writer.close(), sse)
+                    streamed = piece.metadata["pieces"] > 1 and not whole
+                    writer = AudioWriter(request.response_format, piece.sample_rate, streamed)
+                placed += [caption.moved(at) for caption in piece.captions]
+                at += piece.waveform.shape[-1]
+                data = writer.write(piece.waveform)
+                yield from (() if whole else framed(data, sse))
+            data = writer.close()
+            if whole:
+                yield captioned(data, request.response_format, writer.sample_rate, placed)
+                return
+            yield from framed(data, sse)
             if sse:
-                yield sse_event(
-                    {
-                        "type": "speech.audio.done",
-                        "usage": {
-                            "input_tokens": len(request.synthesis.text),
-                            "output_tokens": 0,
-                            "total_tokens": len(request.synthesis.text),
-                        },
-                    }
-                )
+                done = {
+                    "type": "speech.audio.done",
+                    "usage": {
+                        "input_tokens": len(request.synthesis.text),
+                        "output_tokens": 0,
+                        "total_tokens": len(request.synthesis.text),
+                    },
+                }
+                if request.captions:
+                    done["captions"] = captions.as_json(placed)
+                yield sse_event(done)
         except Cancelled:
             logger.info("a /v1/audio/speech client went away; its synthesis stopped")
         except Exception as exc:  # noqa: BLE001 - the status is sent; the stream ends early and the log says why
@@ -351,6 +365,7 @@ class SpeechResponse(StreamingResponse):
     def __init__(self, job: SpeechJob):
         request = job.request
         media_type = "text/event-stream" if request.sse else FORMATS[request.response_format][0]
+        media_type = "application/json" if request.captions and not request.sse else media_type
         super().__init__(
             job.body,
             media_type=media_type,
@@ -503,6 +518,19 @@ def framed(data: bytes, sse: bool) -> Iterator[bytes]:
             if sse
             else data
         )
+
+
+def captioned(audio: bytes, response_format: str, sample_rate: int, placed: list) -> bytes:
+    """The answer to ``"captions": true``: the audio file in base64 and its captions, as
+    Kokoro-FastAPI's captioned speech carries its timestamps (here: a piece's, not a word's)."""
+    return json.dumps(
+        {
+            "audio": base64.b64encode(audio).decode(),
+            "audio_format": response_format,
+            "sample_rate": sample_rate,
+            "captions": captions.as_json(placed),
+        }
+    ).encode()
 
 
 def sse_event(payload: dict) -> bytes:

@@ -401,7 +401,7 @@ class Handlers:
         Takes about 3 s of work per second of speech on a 2-core CPU (balanced preset).
 
         Args:
-            text: What to say, up to 10,000 characters, in any of 600+ languages. Non-verbal tags such as [laughter] or [sigh] may appear in it.
+            text: What to say, up to 10,000 characters, in any of 600+ languages. Non-verbal tags such as [laughter] or [sigh] may appear in it, and pauses: [pause:1.5s] or [pause:300ms]; a text starting with <speak> is SSML (break, p, s, prosody rate, sub, lang).
             language: The text's language by name ("English") or code ("en"); "Auto" detects it.
             instruct: The voice, as comma-separated items (at most one per kind): gender (male, female), age (child, teenager, young adult, middle-aged, elderly), pitch (very low pitch ... very high pitch), whisper, an English accent ("british accent"). Empty: the model chooses.
             precision: Model precision, one this server offers (the page's selector lists them; int4 is the fastest on most CPUs); left out: the server's default.
@@ -467,7 +467,7 @@ class Handlers:
         """Speak a text in the voice of a reference recording, of a voice prompt saved earlier, or of a voice of the server's library (list_voices).
 
         Args:
-            text: What to say, up to 10,000 characters.
+            text: What to say, up to 10,000 characters; pauses as [pause:1.5s], or SSML (<speak>...</speak>).
             ref_audio: A recording of the voice to clone: 3-10 s of one person speaking clearly (0.5-30 s accepted; wav, flac, mp3, ogg; up to 20 MB): an http(s) URL, a data: URI, or the path POST /gradio_api/upload returned. Leave it out (or empty) when voice_prompt is given.
             ref_text: What the recording says, up to 2,000 characters; empty: it is transcribed with Whisper.
             voice_prompt: A voice prompt file (.npz) from save_voice_prompt (the URL it returned), used instead of ref_audio and ref_text; leave it out (or empty) otherwise.

@@ -1,5 +1,6 @@
-"""Batch synthesis: the items of a JSONL file to ``OUT/<id>.wav``, in one process, a local pool
-of processes, or Ray actors, with the same audio in each.
+"""Batch synthesis: the items of a JSONL file to ``OUT/<id>.wav`` and its captions
+``OUT/<id>.srt``, in one process, a local pool of processes, or Ray actors, with the same audio
+in each.
 
     python -m omnivoice_rt batch --input items.jsonl --output-dir out/ [--workers N] [--ray auto|ADDRESS]
 
@@ -9,7 +10,8 @@ one from its id, so every run makes the same audio. A run is resumable: each wav
 a temporary name and renamed, and carries the digest of what made it (text, options, the files'
 contents, precision) in its comment, so a rerun skips the items whose wav has the same digest and
 redoes the others. ``OUT/results.jsonl`` gets a line per item as it finishes and, at the end, one
-line per item of the input (made, skipped or failed, with its settings and timings, or the error).
+line per item of the input (made, skipped or failed, with its settings and timings, its
+captions, or the error).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 
 import soundfile as sf
 
+from omnivoice_rt import captions
 from omnivoice_rt.audio.formats import pcm16
 from omnivoice_rt.errors import REPORTED
 from omnivoice_rt.request import DOOR_NORMALIZE_TEXT, DOOR_PRESET, FILE_OPTIONS, Request
@@ -60,6 +63,9 @@ class Record:
     settings: dict = field(default_factory=dict)
     error: str | None = None
     normalized_text: str | None = None  # what the model read, where normalization changed the text
+    captions: list | None = (
+        None  # where each piece lies in the wav (captions.as_json), also <id>.srt
+    )
 
 
 # ----------------------------------------------------------------------------- items
@@ -192,6 +198,7 @@ class Synthesizer:
             round(took / max(speech.seconds, 1e-9), 3),
             settings,
             normalized_text=speech.metadata.get("normalized_text"),
+            captions=captions.as_json(speech.captions),
         )
         return record, buffer.getvalue()
 
@@ -262,7 +269,9 @@ def _run_batch(
         for record, data in progress_bar(
             results(todo, source, precision, workers, ray, threads), len(todo), show_progress
         ):
-            if data is not None:
+            if data is not None:  # the captions first: a finished wav has its captions beside it
+                srt = captions.write(captions.from_json(record.captions or []), "srt")
+                write_atomically(out / f"{record.id}.srt", srt.encode())
                 write_atomically(out / f"{record.id}.wav", data)
             log.write(json.dumps(asdict(record)) + "\n")
             log.flush()

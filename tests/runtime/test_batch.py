@@ -135,6 +135,24 @@ def test_one_process_makes_each_item_as_generate_does(single, items, cpu_artifac
     )
 
 
+def test_beside_each_wav_its_captions(single, cpu_artifacts):
+    """OUT/<id>.srt, read by the srt library, as the library places the item's pieces; the
+    record carries them too."""
+    srt = pytest.importorskip("srt", reason="the srt parser (dev extra)")
+    voice = OmniVoiceONNX.load(cpu_artifacts, "int4")
+    expected = voice.generate(
+        "Chapter 3 starts on May 5.", seed=4, num_step="balanced", normalize_text=True
+    )
+    cues = list(srt.parse((single / "numbers.srt").read_text()))
+    assert [c.content for c in cues] == ["Chapter 3 starts on May 5."]
+    (caption,) = expected.captions
+    assert round(cues[0].start.total_seconds() * 1000) == caption.start_sample * 1000 // 24000
+    records = [json.loads(line) for line in (single / RESULTS).read_text().splitlines()]
+    (numbers,) = [r for r in records if r["id"] == "numbers"]
+    assert numbers["captions"][0]["end_sample"] == caption.end_sample
+    assert {path.stem for path in single.glob("*.srt")} == set(samples(single))
+
+
 def test_a_pool_of_two_gives_the_same_audio(single, items, cpu_artifacts, tmp_path):
     counts = run_batch(items, tmp_path, cpu_artifacts, "int4", workers=2, show_progress=False)
     assert counts == {"made": len(GOOD), "skipped": 0, "failed": len(BAD)}

@@ -19,6 +19,7 @@ import pytest
 import soundfile as sf
 from gradio_client import Client
 
+from omnivoice_rt import captions
 from omnivoice_rt.errors import Busy
 from omnivoice_rt.model import PRESETS, OmniVoiceONNX, Speech
 from omnivoice_rt.server.line import Line
@@ -142,6 +143,35 @@ def test_pauses_and_ssml_in_the_input_are_the_librarys(client, runtime):
         )
     assert caught.value.body["param"] == "input", caught.value.body
     assert "<voice> is not supported" in caught.value.body["message"]
+
+
+def test_captions_come_as_json_with_the_audio(client, runtime, server):
+    """ "captions": true: one JSON object, the whole audio file in base64 and the library's
+    captions; over server-sent events the done event carries them."""
+    text = "Hello there. [pause:1s] Goodbye."
+    voice = {"instruct": OPENAI_VOICES["alloy"], "seed": 3, "normalize_text": True}
+    expected = runtime.generate(text, **voice, **BALANCED)
+    response = client.audio.speech.create(
+        model="omnivoice",
+        voice="alloy",
+        input=text,
+        response_format="wav",
+        extra_body={"seed": 3, "captions": True},
+    )
+    assert response.response.headers["content-type"].startswith("application/json")
+    answer = json.loads(response.content)
+    assert (answer["audio_format"], answer["sample_rate"]) == ("wav", 24000)
+    audio, rate = sf.read(io.BytesIO(base64.b64decode(answer["audio"])), dtype="int16")
+    np.testing.assert_array_equal(audio, pcm(expected))
+    assert answer["captions"] == captions.as_json(expected.captions)
+    assert [c["text"] for c in answer["captions"]] == ["Hello there.", "Goodbye."]
+    body = {"model": "omnivoice", "voice": "alloy", "input": text, "seed": 3, "captions": True}
+    post = {"url": f"{server}/v1/audio/speech", "headers": {"Authorization": f"Bearer {KEY}"}}
+    events = httpx.post(**post, json={**body, "stream_format": "sse"}, timeout=120)
+    done = json.loads(events.text.strip().split("\n\n")[-1].removeprefix("data: "))
+    assert done["type"] == "speech.audio.done" and done["captions"] == answer["captions"]
+    refused = httpx.post(**post, json={**body, "captions": "yes"}, timeout=60)
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "captions"
 
 
 def test_the_same_request_through_gradio_client_gives_the_same_audio(client, server):
