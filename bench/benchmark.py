@@ -85,14 +85,9 @@ FEATURES = {
 
 
 def cpu_features() -> str:
-    flags = next(
-        (
-            line.split(":", 1)[1].split()
-            for line in open("/proc/cpuinfo")
-            if line.startswith("flags")
-        ),
-        [],
-    )
+    from omnivoice_rt.engine.qgemm import cpu_flags
+
+    flags = cpu_flags()
     return ", ".join(name for flag, name in FEATURES.items() if flag in flags) or "no AVX2"
 
 

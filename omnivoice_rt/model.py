@@ -211,7 +211,7 @@ class OmniVoiceONNX:
             at, spans = 0, []  # where each piece lies in the joined waveform
             for i in mine:
                 spans.append((at, at + waves[i].shape[-1]))
-                at += waves[i].shape[-1] + audio_ops.seam_length(self.sample_rate)
+                at += waves[i].shape[-1] + self._seam  # cross_fade's silence between them
             pieces = [made[i][0] for i in mine]
             placed.append((waveform[0], self._captions(pieces, spans, where)))
         waveform, captions = self._joined(placed, job)
@@ -358,7 +358,6 @@ class OmniVoiceONNX:
             plan=plan.pieces,
             silences=plan.silences,
             settings=settings,
-            language=language,
             instruct=instruct,
             ref_codes=ref_codes,
             ref_rms=voice_prompt.rms if voice_prompt is not None else None,
@@ -470,7 +469,6 @@ class _Job:
     plan: list[Piece]
     silences: list[float | None]  # before each segment and after the last (plan.Plan)
     settings: GenerationSettings
-    language: str | None
     instruct: str | None
     ref_codes: np.ndarray | None
     ref_rms: float | None

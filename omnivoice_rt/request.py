@@ -367,7 +367,7 @@ class Request:
         return markup.Segment(part.text, language, part.rate, spoken)
 
     def _check_silences(self, parts: tuple) -> None:
-        silence = sum(p.seconds for p in parts if isinstance(p, markup.Silence))
+        silence = markup.pause_seconds(parts)
         if silence > MAX_DURATION_S:
             raise OptionError(
                 "text",

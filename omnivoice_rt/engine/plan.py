@@ -24,7 +24,7 @@ from omnivoice_rt.errors import ArtifactError
 from omnivoice_rt.request import GenerationSettings
 from omnivoice_rt.text.chunks import chunk_text_punctuation
 from omnivoice_rt.text.durations import estimate_frames
-from omnivoice_rt.text.markup import Segment, Silence
+from omnivoice_rt.text.markup import Silence, pause_seconds
 
 
 @dataclass
@@ -62,14 +62,16 @@ def plan_parts(
     piece_seconds: float | None = None,
 ) -> Plan:
     """The pieces of a request's parts (its segments and silences, ``Request.parts``)."""
-    segments = [p for p in parts if isinstance(p, Segment)]
-    silences: list[float | None] = [None] * (len(segments) + 1)
-    for index, part in enumerate(parts):
+    segments, silences = [], [None]  # silences[k]: the silence before segment k
+    for part in parts:
         if isinstance(part, Silence):
-            silences[sum(isinstance(p, Segment) for p in parts[:index])] = part.seconds
+            silences[-1] = part.seconds
+        else:
+            segments.append(part)
+            silences.append(None)
     shares = [duration] * len(segments)
     if duration and len(segments) > 1:  # the speech's length after the pauses, by the estimates
-        speech = duration - sum(s or 0.0 for s in silences)
+        speech = duration - pause_seconds(parts)
         weights = [estimate_frames(s.spoken, ref_text, ref_frames) for s in segments]
         shares = [speech * w / sum(weights) for w in weights]
     pieces: list[Piece] = []

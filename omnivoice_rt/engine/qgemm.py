@@ -51,7 +51,7 @@ class RewriteError(ValueError):
     """A graph the integer GEMM rewrite cannot take (nothing to rewrite, or a layout it does not read)."""
 
 
-def saturates(flags: set[str], machine: str) -> bool:
+def saturates(flags: frozenset[str] | set[str], machine: str) -> bool:
     """Whether the integer GEMM of a CPU with these ``flags`` (``/proc/cpuinfo``'s) and
     ``platform.machine()`` adds uint8 x int8 products in saturating int16 (x86 without VNNI or
     AMX; an x86 whose flags cannot be read is taken to)."""
@@ -60,20 +60,24 @@ def saturates(flags: set[str], machine: str) -> bool:
 
 
 @lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    """This CPU's feature flags as Linux's ``/proc/cpuinfo`` names them (none elsewhere)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+@lru_cache(maxsize=1)
 def weight_levels() -> int:
     """The int8 weights' steps each side of zero on this CPU: ``LEVELS``, or
     ``SATURATION_SAFE_LEVELS`` where the kernel saturates (:func:`saturates`)."""
     import platform
 
-    flags: set[str] = set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-                break
-    except OSError:
-        pass
-    return SATURATION_SAFE_LEVELS if saturates(flags, platform.machine()) else LEVELS
+    return SATURATION_SAFE_LEVELS if saturates(cpu_flags(), platform.machine()) else LEVELS
 
 
 def requantize(weights: np.ndarray, levels: int | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -73,7 +73,7 @@ from omnivoice_rt.server.voices import VoiceLibrary
 from omnivoice_rt.text.chunks import complete_sentences
 from omnivoice_rt.text.durations import estimate_frames
 from omnivoice_rt.text.languages import LANG_IDS, TAG_ALIASES, resolve_language
-from omnivoice_rt.text.markup import Silence
+from omnivoice_rt.text.markup import pause_seconds
 from omnivoice_rt.voice_prompt import VoicePrompt
 
 logger = logging.getLogger(__name__)
@@ -512,8 +512,7 @@ def build_request(text: str, voice: dict, options: dict, normalizer=None) -> Req
         # half a frame over: the plan takes int(duration * frame_rate) frames, and frames /
         # frame_rate * frame_rate can fall a hair short of frames (29 frames at 25 Hz gave 28)
         # its pauses ([pause:1s]) on top: the duration counts them
-        pauses = sum(p.seconds for p in request.parts if isinstance(p, Silence))
-        duration = (frames + 0.5) / voice["frame_rate"] + pauses
+        duration = (frames + 0.5) / voice["frame_rate"] + pause_seconds(request.parts)
         request = request.with_prompt(prompt, duration=duration)
     return request
 

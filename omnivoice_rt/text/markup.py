@@ -84,6 +84,11 @@ class Silence:
 Part = Segment | Silence
 
 
+def pause_seconds(parts: list[Part] | tuple) -> float:
+    """The silences of ``parts`` added up, in seconds."""
+    return sum(part.seconds for part in parts if isinstance(part, Silence))
+
+
 def is_ssml(text: str) -> bool:
     """Whether ``text`` is an SSML document: it starts with ``<speak``, an XML declaration, a
     DOCTYPE or a comment (any case; the parser then says what it refuses)."""
