@@ -44,6 +44,9 @@ WYOMING_IDLE_S = 60.0  # a Wyoming connection without an event while nothing is 
 BODY_TIMEOUT_S = 30.0  # an OpenAI request's body (1 MB at most)
 UPLOAD_TIMEOUT_S = 120.0  # a voice's upload (20 MB at most)
 SEND_TIMEOUT_S = 30.0  # a piece of audio the client does not read
+# On SIGTERM the server takes no new connections and lets those open finish for this long (an
+# event stream a client keeps open would otherwise hold the stop for ever), then exits 0.
+GRACEFUL_STOP_S = 10.0
 # One attention layer holds heads x rows x rows float32 scores for the conditional row: at 2 GiB
 # the real model (16 heads) takes 5,792 positions, far beyond a 30 s reference and a 15 s chunk.
 ATTENTION_BUDGET_BYTES = 2 << 30

@@ -220,7 +220,9 @@ class OmniVoiceONNX:
             "decode": decoded - unmasked,
             "postprocess": time.perf_counter() - decoded,
         }
-        return self._speech(waveform, [codes for _p, codes in made], job, timings, captions)
+        speech = self._speech(waveform, [codes for _p, codes in made], job, timings, captions)
+        speech.texts = [piece.text for piece, _codes in made]
+        return speech
 
     @options_signature
     def stream(
@@ -265,6 +267,7 @@ class OmniVoiceONNX:
             segment = piece.segment
             timings = {"decode": decoded - unmasked, "postprocess": time.perf_counter() - decoded}
             speech = self._speech(waveform, [codes], request, timings, captions)
+            speech.texts = [piece.text]
             speech.metadata.update(piece=index, pieces=count, text=piece.text)
             yield speech
 

@@ -7,6 +7,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from omnivoice_rt.captions import Caption
+from omnivoice_rt.voice_prompt import MAX_PROMPT_FRAMES, VoicePrompt
+
+
+class NoVoiceError(ValueError):
+    """A result whose voice cannot be kept (no codes, or a first piece too long for a prompt)."""
 
 
 @dataclass
@@ -19,10 +24,29 @@ class Speech:
     codes: list[np.ndarray]  # (C, T) codes of each chunk
     metadata: dict = field(default_factory=dict)
     captions: list[Caption] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)  # what each chunk says, as the model read it
 
     @property
     def seconds(self) -> float:
         return self.waveform.shape[-1] / self.sample_rate
+
+    def voice_prompt(self) -> VoicePrompt:
+        """This result's voice, to speak in again (``voice_prompt=`` of a later call, or a voice
+        of the library): its first piece's codes and what that piece says, as a long text's later
+        pieces take the first one for their reference, and the loudness of that piece's audio.
+        An auto voice or a designed one is then the same voice in every call."""
+        if not self.codes or len(self.texts) != len(self.codes):
+            raise NoVoiceError("this result has no codes of its own to keep a voice from")
+        codes = self.codes[0]
+        if codes.shape[1] > MAX_PROMPT_FRAMES:
+            raise NoVoiceError(
+                f"its first piece is {codes.shape[1] / 25:.1f} s; a voice is kept from a piece of "
+                f"at most {MAX_PROMPT_FRAMES / 25:g} s (shorter pieces: a shorter duration)"
+            )
+        first = self.captions[0] if self.captions else None
+        audio = self.waveform[first.start_sample : first.end_sample] if first else self.waveform
+        rms = float(np.sqrt(np.mean(np.square(audio, dtype=np.float64)))) if audio.size else 0.1
+        return VoicePrompt(np.asarray(codes, np.int64), self.texts[0], rms)
 
     @classmethod
     def join(cls, parts: list[Speech]) -> Speech:
@@ -36,6 +60,7 @@ class Speech:
             captions += [caption.moved(at) for caption in part.captions]
             at += part.waveform.shape[-1]
         codes = [c for part in parts for c in part.codes]
+        texts = [t for part in parts for t in part.texts]
         metadata = {
             **parts[-1].metadata,
             "frames": int(sum(c.shape[1] for c in codes)),
@@ -45,4 +70,4 @@ class Speech:
         metadata["seconds"] = waveform.shape[-1] / parts[0].sample_rate
         total = metadata.get("timings", {}).get("total", 0.0)
         metadata["rtf"] = total / max(metadata["seconds"], 1e-9)
-        return cls(waveform, parts[0].sample_rate, codes, metadata, captions)
+        return cls(waveform, parts[0].sample_rate, codes, metadata, captions, texts)

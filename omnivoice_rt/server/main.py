@@ -22,6 +22,7 @@ import gradio as gr
 
 from omnivoice_rt.artifacts.profiles import PROFILES
 from omnivoice_rt.limits import (
+    GRACEFUL_STOP_S,
     HEADER_TIMEOUT_S,
     MAX_HTTP_CONNECTIONS,
     MAX_UPLOAD,
@@ -269,12 +270,17 @@ def main(argv: list[str] | None = None) -> int:
             "; MCP: /gradio_api/mcp" if args.mcp else "",
             f"; Wyoming: {args.wyoming}" if args.wyoming else "",
         )
-        # uvicorn shuts down gracefully on SIGTERM, then raises it again for the handler it found: this
+        # uvicorn shuts down gracefully on SIGTERM (within GRACEFUL_STOP_S), then raises it again for the handler it found: this
         # one exits normally, so the clean-up below and atexit's (the examples' temporary folder) run.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         http = connections.http_protocol(args.max_connections, args.header_timeout)
         served = uvicorn.Config(
-            server, host=args.host, port=args.port, log_level="warning", http=http
+            server,
+            host=args.host,
+            port=args.port,
+            log_level="warning",
+            http=http,
+            timeout_graceful_shutdown=GRACEFUL_STOP_S,
         )
         connections.quiet_resource_errors()  # after uvicorn set up its loggers
         uvicorn.Server(served).run()

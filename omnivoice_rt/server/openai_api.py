@@ -279,6 +279,7 @@ class SpeechJob:
         self._stack = contextlib.ExitStack()
         self._pieces: Iterator | None = None
         self._first = None
+        self.kept: str | None = None  # the id of this result's voice (Service.results)
         self.body = self._body()  # runs when the response sends it
 
     def start(self) -> None:
@@ -295,6 +296,7 @@ class SpeechJob:
                 synthesis, sentences=request.sentences, should_stop=self.stopped.is_set
             )
             self._first = next(self._pieces)
+            self.kept = self.service.results.add(self._first)  # its voice, to keep by this id
         except BaseException as exc:
             self._stack.close()
             raise api_error(exc) from exc
@@ -373,6 +375,8 @@ class SpeechResponse(StreamingResponse):
                 "X-Seed": str(request.synthesis.seed),
                 "X-Queue-Ahead": str(job.ahead),
                 "X-Text-Normalized": str(request.synthesis.normalized).lower(),
+                # POST /v1/audio/voices {"name", "result": this} keeps this result's voice
+                **({"X-Voice-Result": job.kept} if job.kept else {}),
             },
         )
         self.job = job

@@ -24,6 +24,7 @@ from pathlib import Path
 import gradio as gr
 import numpy as np
 
+from omnivoice_rt import captions
 from omnivoice_rt.artifacts.profiles import PROFILES
 from omnivoice_rt.audio.formats import pcm16
 from omnivoice_rt.engine.kernels import KERNELS
@@ -130,7 +131,12 @@ def read_as(speech: Speech) -> str:
     text = speech.metadata.get("normalized_text")
     if text is None:
         return ""
-    return "\n\nRead as: " + "".join("\\" + c if c in MARKDOWN_CHARS else c for c in text)
+    return "\n\nRead as: " + escaped(text)
+
+
+def escaped(text: str) -> str:
+    """``text`` shown as it is in Markdown."""
+    return "".join("\\" + c if c in MARKDOWN_CHARS else c for c in text)
 
 
 MARKDOWN_CHARS = frozenset("\\`*_{}[]()<>#+-.!|~")
@@ -245,12 +251,14 @@ def page_request(fields: dict, service: Service, library: VoiceLibrary | None = 
 
 def run_synthesis(
     service: Service, precision: str, progress, request: Request
-) -> tuple[tuple[int, np.ndarray], str]:
-    """Load the precision, synthesize with a step-by-step progress bar, turn errors into gr.Error."""
+) -> tuple[tuple[int, np.ndarray], str, str]:
+    """Load the precision, synthesize with a step-by-step progress bar, turn errors into gr.Error.
+    The API's outputs: the audio, the result's line, its captions (an SRT file)."""
     gone = abandoned()
     with prepared(service, precision, progress, request, gone) as (voice, ready, reused):
         speech = voice.generate(ready, progress=step_progress(progress), should_stop=gone)
-    return (speech.sample_rate, pcm16(speech.waveform)), result_line(speech, request.seed, reused)
+    audio = (speech.sample_rate, pcm16(speech.waveform))
+    return audio, result_line(speech, request.seed, reused), captions_file(speech)
 
 
 def stream_synthesis(
@@ -258,7 +266,8 @@ def stream_synthesis(
 ) -> Iterator[tuple]:
     """``run_synthesis`` for the page: each piece goes to the player as soon as it is made (when
     ``STREAMING``), then the pieces joined (what was played) become the result to download.
-    Yields (piece, whole, info)."""
+    Yields (piece, whole, info, captions file, caption lines, the id of its voice: "Keep this
+    voice")."""
     parts: list[Speech] = []
     gone = abandoned()
     with prepared(service, precision, progress, request, gone) as (voice, ready, reused):
@@ -277,12 +286,18 @@ def stream_synthesis(
                 (part.sample_rate, pcm16(part.waveform)) if STREAMING else gr.skip(),
                 gr.skip(),
                 note,
+                gr.skip(),
+                gr.skip(),
+                gr.skip(),
             )
     speech = Speech.join(parts)
     yield (
         gr.skip(),
         (speech.sample_rate, pcm16(speech.waveform)),
         result_line(speech, request.seed, reused) + read_as(speech),
+        captions_file(speech),
+        caption_lines(speech),
+        service.results.add(speech),
     )
 
 
@@ -329,18 +344,45 @@ def examples_cache() -> None:
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
 
 
-def prompt_file() -> Path:
-    """A fresh path for a saved voice prompt, in one folder whose files older than an hour go."""
-    folder = Path(tempfile.gettempdir()) / "omnivoice-prompts"
+def result_file(kind: str, suffix: str) -> Path:
+    """A fresh path for a file the page hands out (a voice prompt, captions), in one folder per
+    kind whose files older than an hour go."""
+    folder = Path(tempfile.gettempdir()) / f"omnivoice-{kind}"
     folder.mkdir(exist_ok=True)
-    for old in folder.glob("*.npz"):
+    for old in folder.glob(f"*{suffix}"):
         if time.time() - old.stat().st_mtime > 3600:
             old.unlink(missing_ok=True)
     return Path(
         tempfile.mkstemp(
-            prefix=f"voice-{time.strftime('%Y%m%d-%H%M%S')}-", suffix=".npz", dir=folder
+            prefix=f"{kind[:-1]}-{time.strftime('%Y%m%d-%H%M%S')}-", suffix=suffix, dir=folder
         )[1]
     )
+
+
+def prompt_file() -> Path:
+    """A fresh path for a saved voice prompt (.npz)."""
+    return result_file("prompts", ".npz")
+
+
+def captions_file(speech: Speech) -> str:
+    """The result's captions as an SRT file (``omnivoice_rt.captions``), for the page's download
+    and the API's third output."""
+    path = result_file("captions", ".srt")
+    path.write_text(captions.write(speech.captions, "srt"), encoding="utf-8")
+    return str(path)
+
+
+def caption_lines(speech: Speech) -> str:
+    """The captions as the page shows them under the player: one line per piece, its start and
+    end and its text (Markdown's characters escaped)."""
+    return "\n".join(
+        f"`{clock(c.start)}-{clock(c.end)}` " + escaped(c.shown) + "  " for c in speech.captions
+    )
+
+
+def clock(seconds: float) -> str:
+    minutes, seconds = divmod(seconds, 60)
+    return f"{int(minutes)}:{seconds:05.2f}"
 
 
 # ----------------------------------------------------------------------------- event handlers
@@ -419,7 +461,7 @@ class Handlers:
             guidance: The older name of guidance_scale, still taken (it wins where given).
             postprocess: The older name of postprocess_output, still taken (it wins where given).
         Returns:
-            The speech as a 24 kHz wav file, and one line saying its length, time taken and seed.
+            The speech as a 24 kHz wav file, one line saying its length, time taken and seed, and its captions: an SRT file, one cue per spoken piece (its start, end and text, exact to the sample).
         """
         fields = dict(
             text=text,
@@ -488,7 +530,7 @@ class Handlers:
             guidance: The older name of guidance_scale, still taken (it wins where given).
             postprocess: The older name of postprocess_output, still taken (it wins where given).
         Returns:
-            The speech as a 24 kHz wav file, and one line saying its length, time taken and seed.
+            The speech as a 24 kHz wav file, one line saying its length, time taken and seed, and its captions: an SRT file, one cue per spoken piece (its start, end and text, exact to the sample).
         """
         fields = dict(
             text=text,
@@ -637,6 +679,32 @@ class Handlers:
                 raise ValueError(str(exc)) from None
         return f"Saved {entry.name!r} in the library ({entry.duration:g} s of speech)."
 
+    def keep_voice(self, result, name=None):
+        """The page's "Keep this voice": the last result's voice (its first piece's codes and
+        text: ``Speech.voice_prompt``) as a voice prompt file, and, given a name where the page
+        may write to the library, as a voice of the library too."""
+        if not result:
+            raise refused("Generate something first: the voice of the result is what is kept.")
+        with as_messages():
+            prompt = self.service.results.get(result)
+        path = prompt_file()
+        prompt.save(path)
+        named = name.strip() if isinstance(name, str) else ""
+        if not named or not self.library.writable or self.keyed:
+            return str(path), (
+                "This voice is in the prompt file: load it under Voice cloning to speak in it "
+                "again."
+            )
+        with as_messages():
+            try:
+                entry = self.library.add_prompt(named, prompt)
+            except (FileExistsError, PermissionError) as exc:  # not REPORTED: said here
+                raise ValueError(str(exc)) from None
+        return str(path), (
+            f"Kept {entry.name!r} in the library ({entry.duration:g} s of its speech): choose it "
+            "under Voice cloning, or as the voice of any door."
+        )
+
     def example(self, text, language, instruct, progress=gr.Progress()):
         """An example of the page, as the page's defaults make it (seed 0, so a cached result is its result)."""
         fields = {**DEFAULTS, "randomize_seed": False, "text": text, "language": language}
@@ -777,6 +845,14 @@ def build_demo(
             render=False,
         )
         info = gr.Markdown(elem_id="result-info", render=False)
+        # the result's captions: a file to download (the API's third output), and its lines
+        subtitles = gr.File(
+            label="Captions (.srt)", interactive=False, elem_id="result-captions", render=False
+        )
+        lines = gr.Markdown(elem_id="result-lines", render=False)
+        # the id of the last result's voice (Service.results), in a hidden box rather than a
+        # gr.State, whose clean-up keeps an event stream open from every page (a heartbeat)
+        kept = gr.Textbox(visible=False, render=False, elem_id="kept-result")
         with gr.Tabs():
             with gr.Tab("Text to speech", id="tts"):
                 text = gr.Textbox(
@@ -822,7 +898,7 @@ def build_demo(
                 gr.Examples(
                     EXAMPLES,
                     [text, language, instruct],
-                    [output, info],
+                    [output, info, subtitles],
                     fn=handlers.example,
                     run_on_click=True,
                     cache_examples=True,
@@ -886,6 +962,21 @@ def build_demo(
         player.render()
         output.render()
         info.render()
+        lines.render()
+        subtitles.render()
+        with gr.Row():
+            keep_name = gr.Textbox(
+                label="Name in the library (optional)",
+                placeholder="narrator",
+                visible=library.writable and not keyed,
+                elem_id="keep-name",
+            )
+            keep_button = gr.Button("Keep this voice", elem_id="keep-voice")
+            kept_file = gr.File(
+                label="This voice as a prompt file", interactive=False, elem_id="kept-voice"
+            )
+        keep_line = gr.Markdown(elem_id="keep-line")
+        kept.render()
 
         # The page's buttons: pieces to the player as they are made, then the whole result.
         # the API's older names (ALIASES), of their options' kinds: inputs the page never sets,
@@ -910,14 +1001,19 @@ def build_demo(
             (clone_button, handlers.clone_page, clone_inputs),
         ):
             button.click(
-                handler, [*inputs, sentences], [player, output, info], api_visibility="private"
+                handler,
+                [*inputs, sentences],
+                [player, output, info, subtitles, lines, kept],
+                api_visibility="private",
             ).then(describe, precision, precision_info, api_visibility="private")
         # The API's stable endpoints (gradio_client): the whole result at the end, from buttons the page does not show.
         for api_name, handler, inputs in (
             ("synthesize", handlers.synthesize, tts_inputs),
             ("clone", handlers.clone, clone_inputs),
         ):
-            gr.Button(visible=False).click(handler, inputs, [output, info], api_name=api_name)
+            gr.Button(visible=False).click(
+                handler, inputs, [output, info, subtitles], api_name=api_name
+            )
         save_button.click(
             handlers.save_voice_prompt,
             [ref_audio, ref_text, precision],
@@ -937,6 +1033,17 @@ def build_demo(
         )
         gr.Button(visible=False).click(
             handlers.list_voices, None, gr.JSON(visible=False), api_name="list_voices"
+        )
+        keep_button.click(
+            handlers.keep_voice,
+            [kept, keep_name],
+            [kept_file, keep_line],
+            api_visibility="private",  # the result's id lives in the page's state
+        ).then(
+            lambda: gr.Dropdown(choices=[""] + [entry.name for entry in library.saved()]),
+            None,
+            library_voice_choice,
+            api_visibility="private",
         )
         # A recorded or uploaded reference fills the transcript box, which stays editable.
         ref_audio.upload(

@@ -19,7 +19,9 @@ import contextlib
 import hashlib
 import logging
 import random
+import secrets
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +39,7 @@ from omnivoice_rt.server.line import Line
 from omnivoice_rt.server.memory import release_memory
 from omnivoice_rt.server.models import Models, Recogniser
 from omnivoice_rt.server.normalizing import TextReader
+from omnivoice_rt.speech import Speech
 from omnivoice_rt.voice_prompt import VoicePrompt
 
 logger = logging.getLogger(__name__)
@@ -56,6 +59,8 @@ DEFAULTS = {
 }
 # voice prompts kept, keyed by the reference's bytes, its transcript and the precision
 PROMPT_CACHE_SIZE = 16
+# the voices of the latest results, for a client to keep in the library (KeptVoices)
+RESULTS_KEPT, RESULT_KEPT_S = 64, 3600.0
 
 
 @dataclass
@@ -104,6 +109,53 @@ class PromptCache:
         return prompt, False
 
 
+class ResultGone(ValueError):
+    """A result id this server does not hold (never given, or kept past ``RESULT_KEPT_S``)."""
+
+
+class KeptVoices:
+    """The voices of the latest results (``Speech.voice_prompt``: the first piece's codes and
+    text), each under an id its door hands out (the OpenAI door's ``X-Voice-Result`` header, the
+    page's state), so that a client can keep that voice in the library afterwards without
+    sending any audio back. At most ``RESULTS_KEPT``, each for ``RESULT_KEPT_S``."""
+
+    def __init__(self, size: int = RESULTS_KEPT, seconds: float = RESULT_KEPT_S):
+        self.size, self.seconds = size, seconds
+        self._voices: OrderedDict[str, tuple[float, VoicePrompt]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, speech: Speech) -> str | None:
+        """An id for ``speech``'s voice, or None where it has none to keep."""
+        try:
+            prompt = speech.voice_prompt()
+        except ValueError:
+            return None
+        key = secrets.token_urlsafe(12)
+        with self._lock:
+            self._voices[key] = (time.monotonic(), prompt)
+            self._drop_old()
+        return key
+
+    def get(self, key) -> VoicePrompt:
+        with self._lock:
+            self._drop_old()
+            found = self._voices.get(key) if isinstance(key, str) else None
+        if found is None:
+            raise ResultGone(
+                f"No result {str(key)[:40]!r} is held here: a result's voice is kept for "
+                f"{self.seconds / 60:g} minutes (the latest {self.size}); make it again."
+            )
+        return found[1]
+
+    def _drop_old(self) -> None:
+        now = time.monotonic()
+        while self._voices and (
+            len(self._voices) > self.size
+            or now - next(iter(self._voices.values()))[0] > self.seconds
+        ):
+            self._voices.popitem(last=False)
+
+
 class Service:
     """What the doors share: ``models`` (each precision loaded once), ``line`` (one FIFO line for
     every door), ``prompts`` (references already encoded) and ``recogniser`` (the speech
@@ -114,6 +166,7 @@ class Service:
         self.models = Models(config.source, offered, config.precision, config.threads)
         self.line = Line(config.concurrency, config.max_waiting)
         self.prompts = PromptCache()
+        self.results = KeptVoices()
         self.recogniser = Recogniser(config.asr_model)
         self.reader = TextReader(config.max_waiting)
 

@@ -2,7 +2,8 @@
 
     GET    /v1/audio/voices          every voice: auto, the designed ones, the library's
     POST   /v1/audio/voices          add one: multipart (name, audio + transcript, or prompt
-                                     .npz; language) or JSON/multipart (name, instruct; language)
+                                     .npz; language) or JSON/multipart (name, instruct, or
+                                     result: a speech response's X-Voice-Result; language)
     DELETE /v1/audio/voices/{name}   remove a saved voice
 
 Writes need ``--voices DIR --voices-writable`` (and the API key where one is set). A recording is
@@ -22,11 +23,13 @@ from starlette.requests import ClientDisconnect
 
 from omnivoice_rt.limits import MAX_TRANSCRIPT_CHARS, UPLOAD_TIMEOUT_S
 from omnivoice_rt.server.api_errors import ApiError, api_error
+from omnivoice_rt.server.serving import ResultGone
 from omnivoice_rt.server.voices import VoiceEntry, VoiceNameError
 from omnivoice_rt.voice_prompt import VoicePrompt
 
 MAX_VOICE_UPLOAD = 20 << 20  # a recording of a voice: the page's upload limit (limits.MAX_UPLOAD)
-FORM_FIELDS = ("name", "language", "instruct", "transcript", "audio", "prompt")
+FORM_FIELDS = ("name", "language", "instruct", "result", "transcript", "audio", "prompt")
+JSON_FIELDS = ("name", "language", "instruct", "result")
 
 
 def listed(entry: VoiceEntry) -> dict:
@@ -47,6 +50,8 @@ def voice_routes(door) -> APIRouter:
             return ApiError(400, str(exc), param="name", code="invalid_voice_name")
         if isinstance(exc, FileNotFoundError):
             return ApiError(404, str(exc), param="name", code="voice_not_found")
+        if isinstance(exc, ResultGone):
+            return ApiError(404, str(exc), param="result", code="result_not_found")
         return api_error(exc)
 
     @router.get("/audio/voices")
@@ -90,14 +95,18 @@ def voice_routes(door) -> APIRouter:
         name, language = fields.get("name"), fields.get("language") or None
         if not isinstance(name, str) or not name:
             raise ValueError("'name' is required: the new voice's name, such as 'narrator'.")
-        kinds = [key for key in ("instruct", "audio", "prompt") if fields.get(key)]
+        kinds = [key for key in ("instruct", "audio", "prompt", "result") if fields.get(key)]
         if len(kinds) != 1:
             raise ValueError(
                 "Give exactly one of 'audio' (a recording, with 'transcript' or transcribed), "
-                "'prompt' (a voice prompt .npz) or 'instruct' (a voice design)."
+                "'prompt' (a voice prompt .npz), 'instruct' (a voice design) or 'result' (a "
+                "speech response's X-Voice-Result header: that result's voice)."
             )
         if kinds == ["instruct"]:
             return library.add_design(name, fields["instruct"], language)
+        if kinds == ["result"]:
+            library.check_name(name)  # before the id: a refused name says so first
+            return library.add_prompt(name, service.results.get(fields["result"]), language)
         if kinds == ["prompt"]:
             return library.add_prompt(name, VoicePrompt.load(fields["prompt"]), language)
         transcript = fields.get("transcript") or None
@@ -137,11 +146,12 @@ def voice_routes(door) -> APIRouter:
                     data = json.loads(body)
                 except ValueError as exc:
                     raise ApiError(400, f"The body is not valid JSON: {exc}.") from exc
-                if not isinstance(data, dict) or not set(data) <= {"name", "language", "instruct"}:
+                if not isinstance(data, dict) or not set(data) <= set(JSON_FIELDS):
                     raise ApiError(
                         400,
-                        "A JSON body adds a designed voice: {'name', 'instruct', 'language'}; "
-                        "send a recording or a prompt as multipart/form-data.",
+                        "A JSON body adds a designed voice {'name', 'instruct', 'language'} or a "
+                        "result's {'name', 'result', 'language'}; send a recording or a prompt "
+                        "as multipart/form-data.",
                     )
                 return {key: value for key, value in data.items() if value is not None}
             if kind not in ("multipart/form-data", "application/x-www-form-urlencoded"):

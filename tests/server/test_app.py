@@ -60,7 +60,9 @@ def test_api_lists_the_stable_endpoints_only(client):
 def test_the_api_takes_the_options_names_and_the_older_ones(client):
     def audio(**settings):
         kwargs = {**FIXED, **settings}
-        path, _ = client.predict("Hello.", "English", "", "int4", **kwargs, api_name="/synthesize")
+        path, _, _ = client.predict(
+            "Hello.", "English", "", "int4", **kwargs, api_name="/synthesize"
+        )
         return sf.read(path)[0]
 
     new = audio(guidance_scale=0.5, postprocess_output=True)
@@ -84,7 +86,7 @@ def test_the_page_says_under_which_licences_the_code_and_the_weights_are(app_ser
 
 def test_synthesize_auto_voice_and_voice_design(client):
     for instruct in ("", "female, low pitch, british accent"):
-        path, info = client.predict(
+        path, info, _ = client.predict(
             "Hello from the API.", "English", instruct, "int4", **FIXED, api_name="/synthesize"
         )
         audio, rate = read(path)
@@ -98,7 +100,7 @@ def test_the_api_returns_the_runtime_waveform_at_its_loudness(client, cpu_artifa
     a reference): not rescaled to full scale as Gradio does with float audio."""
     from omnivoice_rt.model import PRESETS, OmniVoiceONNX
 
-    path, _ = client.predict(
+    path, _, _ = client.predict(
         "Loudness kept.", "English", "", "int4", **FIXED, api_name="/synthesize"
     )
     audio, _ = read(path)
@@ -122,17 +124,40 @@ def test_the_api_returns_the_runtime_waveform_at_its_loudness(client, cpu_artifa
     np.testing.assert_allclose(audio, expected, atol=1e-4)
 
 
+def test_the_api_returns_the_captions_of_the_runtimes_result(client, cpu_artifacts):
+    """The third output: an SRT file, read back by the ``srt`` library, whose cues are
+    ``generate``'s captions of the same request (to the millisecond), a pause between them."""
+    srt = pytest.importorskip("srt")
+    from omnivoice_rt.model import PRESETS, OmniVoiceONNX
+
+    text = "First part. [pause:0.5s] Second part."
+    path, _, captions = client.predict(text, "English", "", "int4", **FIXED, api_name="/synthesize")
+    assert captions.endswith(".srt")
+    cues = list(srt.parse(Path(captions).read_text(encoding="utf-8")))
+    cache = {k: v for k, v in PRESETS["balanced"].items() if k != "num_step"}
+    settings = {k: v for k, v in FIXED.items() if k != "randomize_seed"}
+    expected = OmniVoiceONNX.load(cpu_artifacts, "int4").generate(
+        text, language="English", **settings, **cache
+    )
+    assert [cue.content for cue in cues] == ["First part.", "Second part."]
+    for cue, caption in zip(cues, expected.captions, strict=True):
+        assert cue.start.total_seconds() == pytest.approx(caption.start, abs=1e-3)
+        assert cue.end.total_seconds() == pytest.approx(caption.end, abs=1e-3)
+    assert cues[1].start.total_seconds() - cues[0].end.total_seconds() >= 0.5
+    assert read(path)[0].shape == expected.waveform.shape
+
+
 def test_same_seed_same_audio_and_precisions_differ(client):
-    first, _ = client.predict("Seeded.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
-    again, _ = client.predict("Seeded.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
-    fp16, info = client.predict("Seeded.", "Auto", "", "fp16", **FIXED, api_name="/synthesize")
+    first, _, _ = client.predict("Seeded.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
+    again, _, _ = client.predict("Seeded.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
+    fp16, info, _ = client.predict("Seeded.", "Auto", "", "fp16", **FIXED, api_name="/synthesize")
     np.testing.assert_array_equal(read(first)[0], read(again)[0])
     assert "fp16" in info and read(fp16)[0].shape == read(first)[0].shape
     assert np.abs(read(fp16)[0] - read(first)[0]).max() > 1e-3  # another model, another result
 
 
 def test_clone_uploads_a_reference(client, reference):
-    path, info = client.predict(
+    path, info, _ = client.predict(
         "Hello in my voice.",
         handle_file(reference),
         "This is my voice.",
@@ -148,7 +173,7 @@ def test_clone_uploads_a_reference(client, reference):
 
 def test_a_reference_is_transcribed_and_cloning_needs_no_typed_transcript(client, reference):
     assert client.predict(handle_file(reference), "English", api_name="/transcribe") == TRANSCRIPT
-    typed, _ = client.predict(
+    typed, _, _ = client.predict(
         "Hello.",
         handle_file(reference),
         TRANSCRIPT,
@@ -158,12 +183,12 @@ def test_a_reference_is_transcribed_and_cloning_needs_no_typed_transcript(client
         **FIXED,
         api_name="/clone",
     )
-    heard, _ = client.predict(
+    heard, _, _ = client.predict(
         "Hello.", handle_file(reference), "", None, "Auto", "int4", **FIXED, api_name="/clone"
     )
     np.testing.assert_array_equal(read(heard)[0], read(typed)[0])
     # The reference was encoded once: the same file and transcript again come from the prompt cache.
-    again, info = client.predict(
+    again, info, _ = client.predict(
         "Hello.",
         handle_file(reference),
         TRANSCRIPT,
@@ -182,10 +207,10 @@ def test_saved_voice_prompt_clones_the_same_voice(client, reference):
         handle_file(reference), "This is my voice.", "int4", api_name="/save_voice_prompt"
     )
     assert prompt.endswith(".npz")
-    from_prompt, _ = client.predict(
+    from_prompt, _, _ = client.predict(
         "Hello.", None, "", handle_file(prompt), "Auto", "int4", **FIXED, api_name="/clone"
     )
-    from_audio, _ = client.predict(
+    from_audio, _, _ = client.predict(
         "Hello.",
         handle_file(reference),
         "This is my voice.",
@@ -218,7 +243,7 @@ def test_errors_are_clear_and_the_server_keeps_serving(client, tmp_path):
         )
     with pytest.raises(Exception, match="reference voice"):
         client.predict("Hi.", None, "", None, "Auto", "int4", **FIXED, api_name="/clone")
-    path, _ = client.predict("Still here.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
+    path, _, _ = client.predict("Still here.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
     assert read(path)[1] == 24000
 
 
@@ -284,7 +309,7 @@ def test_the_app_says_why_it_cannot_transcribe_and_clones_with_a_typed_transcrip
                 **settings,
                 api_name="/clone",
             )
-        path, info = client.predict(
+        path, info, _ = client.predict(
             "Hi.",
             handle_file(reference),
             TRANSCRIPT,

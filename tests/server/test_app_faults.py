@@ -49,7 +49,7 @@ def test_hub_down_at_start_then_back(published, tmp_path):
             client.predict("Hello.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
         hub = HubServer(published, REPO, port=port).start()
         try:
-            path, info = client.predict(
+            path, info, _ = client.predict(
                 "Hello.", "Auto", "", "int4", **FIXED, api_name="/synthesize"
             )
         finally:
@@ -100,7 +100,9 @@ def test_where_int4_heads_are_int4_the_space_defaults_to_fp16(published_int4, tm
                 p for p in info["/synthesize"]["parameters"] if p["parameter_name"] == "precision"
             )
             assert precision["parameter_default"] == "fp16"
-            _, line = client.predict("Hello.", seed=1, randomize_seed=False, api_name="/synthesize")
+            _, line, _ = client.predict(
+                "Hello.", seed=1, randomize_seed=False, api_name="/synthesize"
+            )
             assert "fp16" in line
             page = httpx.get(f"{url}/config").text
             assert "The server's default: int4's heads are int4 (block 128)" in page
@@ -132,7 +134,7 @@ def test_space_on_the_published_repo_starts_ready_and_offers_what_it_has(publish
             assert precision["parameter_default"] == "int4"
 
             fetched = len(hub.file_requests())
-            path, line = client.predict(
+            path, line, _ = client.predict(
                 "Hello.", "Auto", "", "int4", **FIXED, api_name="/synthesize"
             )
             assert sf.read(path)[1] == 24000 and "int4" in line
@@ -150,7 +152,7 @@ def test_space_on_the_published_repo_starts_ready_and_offers_what_it_has(publish
             wait_for(
                 lambda: "llm_decoder.onnx.data" in hub.file_requests(), what="the fp16 download"
             )
-            path, line = client.predict(
+            path, line, _ = client.predict(
                 "Again.", "Auto", "", "int4", **FIXED, api_name="/synthesize"
             )
             assert "int4" in line and fp16.is_alive()  # served while fp16 was still downloading

@@ -114,7 +114,7 @@ def test_bad_input_through_the_api(client, text, language, instruct, overrides, 
 
 def test_odd_but_valid_text_is_spoken(client):
     for text in ("Hello\tworld\x07 — 你好 мир 123!", "ɐ ǝ ɥ ɯ 😀 ok"):
-        path, info = client.predict(text, "Auto", "", "int4", **FIXED, api_name="/synthesize")
+        path, info, _ = client.predict(text, "Auto", "", "int4", **FIXED, api_name="/synthesize")
         assert sf.read(path)[1] == 24000 and "s of audio" in info
 
 

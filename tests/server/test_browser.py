@@ -173,6 +173,36 @@ def test_numbers_are_read_as_words_and_the_page_shows_what_was_read(page):
     box.check()
 
 
+def test_the_captions_show_under_the_player_and_download_as_srt(page):
+    """A text with a pause: one line per piece under the player, with its times, and the .srt
+    file to download (its cues those times)."""
+    page.get_by_role("tab", name="Text to speech").click()
+    page.fill("#tts-text textarea", "One piece here. [pause:1s] Another piece there.")
+    page.click("#tts-generate")
+    wait_for_result(page, result_line(page), "int4")
+    page.wait_for_function(
+        "() => (document.querySelector('#result-lines')?.innerText || '').includes('Another')",
+        timeout=30_000,
+    )
+    shown = [line for line in page.inner_text("#result-lines").strip().split("\n") if line]
+    assert len(shown) == 2 and shown[0].endswith("One piece here.") and "[pause" not in shown[1]
+    times = [re.match(r"(\d+):([\d.]+)-(\d+):([\d.]+)", line).groups() for line in shown]
+    (_, end_first), (start_second, _) = [
+        (int(a) * 60 + float(b), int(c) * 60 + float(d)) for a, b, c, d in times
+    ]
+    assert start_second - end_first >= 1.0 - 0.01  # the pause, between the pieces
+    link = page.locator("#result-captions a").first
+    link.wait_for(timeout=30_000)
+    assert ".srt" in (link.get_attribute("href") or "")
+    page.screenshot(path=str(SHOTS / "4c-captions.png"), full_page=True)
+    # "Keep this voice": the result's voice as a prompt file (this server's library is read-only)
+    page.click("#keep-voice")
+    kept = page.locator("#kept-voice a").first
+    kept.wait_for(timeout=30_000)
+    assert ".npz" in (kept.get_attribute("href") or "")
+    assert "load it under Voice cloning" in page.inner_text("#keep-line")
+
+
 def test_an_error_reaches_the_user(page):
     page.get_by_role("tab", name="Text to speech").click()
     page.fill("#tts-text textarea", "   ")

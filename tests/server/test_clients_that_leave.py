@@ -210,7 +210,7 @@ def test_an_abandoned_request_stops_and_the_next_one_starts(server):
         time.sleep(0.05)
     assert started_at >= 2, "the long synthesis never reported progress"
     long.cancel()
-    path, _ = Client(url, verbose=False).predict(
+    path, _, _ = Client(url, verbose=False).predict(
         "Next.", "Auto", "", "int4", **FIXED, api_name="/synthesize"
     )
     assert sf.read(path)[1] == 24000

@@ -233,7 +233,7 @@ def test_bombs_and_truncated_files_through_the_api_leave_the_server_well(
                 **FIXED,
                 api_name="/clone",
             )
-    path, _ = client.predict("Still here.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
+    path, _, _ = client.predict("Still here.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
     assert sf.read(path)[1] == 24000
     growth = (server_rss(url) - before) / 2**20
     assert growth < 100, growth
@@ -306,7 +306,7 @@ def test_onnx_runtime_failures_become_messages(fp32_artifacts, tmp_path):
                 **{**FIXED, "duration": 3.0},
                 api_name="/synthesize",
             )
-        path, _ = client.predict(
+        path, _, _ = client.predict(
             "Hello there.", "Auto", "", "fp32", **FIXED, api_name="/synthesize"
         )
         assert sf.read(path)[1] == 24000

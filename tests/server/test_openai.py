@@ -7,6 +7,7 @@ import asyncio
 import base64
 import io
 import json
+import re
 import subprocess
 import threading
 import time
@@ -220,7 +221,7 @@ def test_the_same_request_through_gradio_client_gives_the_same_audio(client, ser
         response_format="wav",
         extra_body={"seed": 5, "language": "English"},
     ).content
-    path, _ = Client(server, verbose=False).predict(
+    path, _, _ = Client(server, verbose=False).predict(
         SAYING,
         "English",
         OPENAI_VOICES["onyx"],
@@ -314,7 +315,7 @@ def test_numbers_are_read_as_words_unless_turned_off(client, server, runtime):
     assert answer.response.headers["x-text-normalized"] == "false"  # nothing to change
     gradio = Client(server, verbose=False)
     for normalize_text, expected, said in ((True, words, True), (False, digits, False)):
-        path, info = gradio.predict(
+        path, info, _ = gradio.predict(
             text,
             "Auto",
             OPENAI_VOICES["alloy"],
@@ -449,10 +450,16 @@ def test_mcp_lists_the_tools_and_synthesizes(server):
     assert not result.isError and "seed 7" in text, text
     url = text[text.index("http") :].split("'")[0]
     via_mcp = sf.read(io.BytesIO(httpx.get(url).content), dtype="int16")[0]
-    path, _ = Client(server, verbose=False).predict(
+    path, _, _ = Client(server, verbose=False).predict(
         SAYING, "English", "female", "int4", seed=7, randomize_seed=False, api_name="/synthesize"
     )
     np.testing.assert_array_equal(via_mcp, sf.read(path, dtype="int16")[0])
+    # and its captions: an SRT file's URL, whose one cue is the text
+    srt = pytest.importorskip("srt")
+    captions = re.search(r"http[^'\s]*\.srt", text)
+    assert captions, text
+    (cue,) = srt.parse(httpx.get(captions.group(0)).text)
+    assert cue.content == SAYING and 0 <= cue.start.total_seconds() < cue.end.total_seconds()
 
 
 def test_two_doors_share_one_line_in_order(client, server):
@@ -474,7 +481,7 @@ def test_two_doors_share_one_line_in_order(client, server):
         return decode(raw.http_response.content, "wav")
 
     def through_gradio(n):
-        path, _ = gradio.predict(
+        path, _, _ = gradio.predict(
             LONG,
             "English",
             "",

@@ -45,7 +45,7 @@ def test_concurrent_callers_each_get_their_own_audio(cpu_artifacts, tmp_path):
         server = app_process(url)
 
         def request(client: Client, caller: int) -> np.ndarray:
-            path, info = client.predict(
+            path, info, _ = client.predict(
                 f"Caller {caller}.",
                 "Auto",
                 "",

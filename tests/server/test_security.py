@@ -229,7 +229,7 @@ def test_mcp_tools_take_uploads_leave_optional_files_out_and_pass_results_on(ser
         link = text[text.index(f"{url}/gradio_api/file=") :].split("'")[0]
         return sf.read(io.BytesIO(httpx.get(link).content), dtype="int16")[0]
 
-    direct, _ = Client(url, verbose=False).predict(
+    direct, _, _ = Client(url, verbose=False).predict(
         "Hello from MCP.",
         handle_file(reference),
         TRANSCRIPT,

@@ -394,6 +394,49 @@ def test_voices_added_over_http_are_described_and_used_by_name(server, runtime, 
     assert types == ["error"]
 
 
+def test_a_results_voice_is_kept_by_its_id_and_spoken_by_name(server, runtime, voices_dir):
+    """Keep a voice: a speech response's X-Voice-Result, posted to the library under a name, is
+    that result's voice (the runtime's ``Speech.voice_prompt`` of the same request), and a later
+    call by that name, on another door, speaks in it."""
+    url, port, _ = server
+    headers = {"Authorization": f"Bearer {KEY}"}
+    text = "A voice worth keeping."
+    response = httpx.post(
+        f"{url}/v1/audio/speech",
+        json={"model": "omnivoice", "input": text, "voice": "auto", "seed": 11},
+        headers=headers,
+        timeout=120,
+    )
+    assert response.status_code == 200, response.text
+    result = response.headers["x-voice-result"]
+    kept = httpx.post(
+        f"{url}/v1/audio/voices", json={"name": "kept", "result": result}, headers=headers
+    )
+    assert kept.status_code == 201 and kept.json()["kind"] == "clone", kept.text
+    request = Request.from_options({"text": text, "seed": 11, "normalize_text": True}, DOOR_PRESET)
+    made = next(runtime.stream(request)).voice_prompt()
+    saved = VoicePrompt.load(voices_dir / "kept.npz")
+    np.testing.assert_array_equal(saved.codes, made.codes)
+    assert saved.text == made.text and saved.rms == pytest.approx(made.rms)
+    _, audio = speak(port, "Said again in it.", 5, {"name": "kept"})
+    np.testing.assert_array_equal(
+        audio, expected(runtime, "Said again in it.", 5, voice_prompt=str(voices_dir / "kept.npz"))
+    )
+    again = httpx.post(
+        f"{url}/v1/audio/voices", json={"name": "kept2", "result": "not-a-result"}, headers=headers
+    )
+    assert again.status_code == 404 and again.json()["error"]["param"] == "result"
+    assert "is held here" in again.json()["error"]["message"]
+    both = httpx.post(
+        f"{url}/v1/audio/voices",
+        json={"name": "kept2", "result": result, "instruct": "male"},
+        headers=headers,
+    )
+    assert both.status_code == 400 and "exactly one of" in both.json()["error"]["message"]
+    assert not (voices_dir / "kept2.json").exists()
+    assert httpx.delete(f"{url}/v1/audio/voices/kept", headers=headers).status_code == 200
+
+
 @pytest.mark.parametrize(
     ("form", "status", "words"),
     [
@@ -489,7 +532,7 @@ def test_the_page_api_and_mcp_save_list_and_clone_library_voices(
     assert line.startswith("Saved 'page-voice' in the library")
     listed = {voice["name"]: voice for voice in client.predict(api_name="/list_voices")}
     assert listed["page-voice"]["kind"] == "clone" and listed["page-voice"]["language"] == "en"
-    path, _ = client.predict(
+    path, _, _ = client.predict(
         "In the saved voice.",
         None,
         "",
