@@ -16,6 +16,12 @@ MAX_DURATION_S = 600.0  # a forced duration, and a text's pauses added up
 MAX_PAUSE_S = 10.0  # one pause ([pause:1.5s], SSML's <break time="1.5s"/>)
 # a text's segments between its pauses and SSML's tags: each is one generation at least
 MAX_SEGMENTS = 200
+# a subtitle file to dub (omnivoice_rt.text.subtitles): its size, its cues, its last time
+MAX_SUBTITLE_BYTES = 2 << 20
+MAX_CUES = 5_000
+MAX_TRACK_S = 6 * 3600.0
+# a dub's fastest speech: a cue whose text needs more to fit its window is reported, not cut
+DUB_MAX_SPEED = 1.5
 MAX_INSTRUCT_CHARS = 500  # a voice design: at most six short items ("female, low pitch")
 # speaking rate: 1.0 normal; a bound each way keeps the estimate finite
 MIN_SPEED, MAX_SPEED = (0.1, 10.0)

@@ -452,6 +452,11 @@ class Request:
         return {k: v for k, v in {**plain, **settings}.items() if v is not None}
 
 
+def door_request(options: Mapping, normalizer: Normalizer | None = None) -> Request:
+    """A request of ``options`` as the doors make them: ``DOOR_PRESET``, numbers read as words."""
+    return Request.from_options(options, DOOR_PRESET, DOOR_NORMALIZE_TEXT, normalizer)
+
+
 def _as_option(name: str, check: Callable, *args, **kwargs):
     """``check(*args, **kwargs)``, its ``ValueError`` an ``OptionError`` naming option ``name``
     (one raised for another option passes as it is)."""

@@ -5,7 +5,9 @@ in each.
     python -m omnivoice_rt batch --input items.jsonl --output-dir out/ [--workers N] [--ray auto|ADDRESS]
 
 Each line is an object with ``id``, ``text`` and any option of a request (``omnivoice_rt.request.OPTIONS``); relative paths
-(``voice_prompt``, ``ref_audio``) are relative to the input file. An item without a ``seed`` gets
+(``voice_prompt``, ``ref_audio``) are relative to the input file. An item with ``subtitles``
+(an ``.srt`` or ``.vtt`` file) instead of ``text`` is a dub (``omnivoice_rt.dubbing``): its cues
+spoken in their windows as one wav, ``max_speed`` its fastest pace, its report in its record. An item without a ``seed`` gets
 one from its id, so every run makes the same audio. A run is resumable: each wav is written under
 a temporary name and renamed, and carries the digest of what made it (text, options, the files'
 contents, precision) in its comment, so a rerun skips the items whose wav has the same digest and
@@ -33,21 +35,31 @@ import soundfile as sf
 from omnivoice_rt import captions
 from omnivoice_rt.audio.formats import pcm16
 from omnivoice_rt.errors import REPORTED
-from omnivoice_rt.request import DOOR_NORMALIZE_TEXT, DOOR_PRESET, FILE_OPTIONS, Request
+from omnivoice_rt.limits import DUB_MAX_SPEED, MAX_SPEED
+from omnivoice_rt.request import FILE_OPTIONS, OPTIONS, Request, door_request
+from omnivoice_rt.speech import Speech
+from omnivoice_rt.text import subtitles
 
 logger = logging.getLogger(__name__)
 
 ITEM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # becomes a file name
 RESULTS = "results.jsonl"
+DUB_FIELDS = ("subtitles", "max_speed")  # a dub item's own, besides a request's options
 
 
 @dataclass
 class Item:
     line: int  # in the input file
     id: str
-    request: Request
+    request: Request  # a dub's: its first spoken cue's
     options: dict  # as given (files as absolute paths), the seed included: the record's settings
     digest: str = ""  # what made it: a wav with this digest in its comment is this item's
+    cues: list | None = None  # a dub's (its subtitles' cues), else None
+
+    @property
+    def size(self) -> int:
+        """Characters to say: the longest items go first."""
+        return sum(len(cue.text) for cue in self.cues) if self.cues else len(self.request.text)
 
 
 @dataclass
@@ -66,6 +78,7 @@ class Record:
     captions: list | None = (
         None  # where each piece lies in the wav (captions.as_json), also <id>.srt
     )
+    report: dict | None = None  # a dub's: each cue's window, duration, speed, placing; warnings
 
 
 # ----------------------------------------------------------------------------- items
@@ -106,13 +119,22 @@ def check_item(line: int, raw: dict, seen: set, folder: Path, model: str) -> Ite
             f"the id {item_id!r} is used by an earlier line (ids must be unique, whatever their case)"
         )
     seen.add(item_id.casefold())
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError("'text' is required: what to say")
     options = {k: v for k, v in raw.items() if k != "id" and v is not None}
     options.setdefault("seed", int(hashlib.sha256(item_id.encode()).hexdigest()[:8], 16) % 2**31)
-    # every option checked, before any model
-    request = Request.from_options(options, DOOR_PRESET, DOOR_NORMALIZE_TEXT)
-    contents = {}
+    cues, contents = None, {}
+    if "subtitles" in options:
+        cues, text = dub_cues(options, folder, contents)
+    elif not isinstance(text, str) or not text.strip():
+        raise ValueError("'text' is required: what to say (or 'subtitles': a file to dub)")
+    # every option checked, before any model (a dub's with each of its cues' texts)
+    asked = {k: v for k, v in options.items() if k not in DUB_FIELDS}
+    request = door_request({**asked, "text": text})
+    for cue in cues or ():
+        if cue.text.strip():
+            try:
+                door_request({**asked, "text": cue.text})
+            except ValueError as exc:
+                raise ValueError(f"subtitles, cue {cue.number}: {exc}") from None
     for key in FILE_OPTIONS:
         if key in options:
             file = (folder / options[key]).resolve()
@@ -122,11 +144,39 @@ def check_item(line: int, raw: dict, seen: set, folder: Path, model: str) -> Ite
                 )
             options[key] = str(file)
             contents[key] = hashlib.sha256(file.read_bytes()).hexdigest()
-    request = replace(request, **{key: options[key] for key in contents})
+    request = replace(request, **{key: options[key] for key in contents if key in FILE_OPTIONS})
     # What makes the audio: the checked request (its preset expanded) and the files' contents.
     made_of = {"request": request.options(), "model": model, "files": contents}
+    if cues is not None:
+        made_of["max_speed"] = options["max_speed"]
     digest = hashlib.sha256(json.dumps(made_of, sort_keys=True).encode()).hexdigest()
-    return Item(line, item_id, request, {k: v for k, v in options.items() if k != "text"}, digest)
+    settings = {k: v for k, v in options.items() if k != "text"}
+    return Item(line, item_id, request, settings, digest, cues)
+
+
+def dub_cues(options: dict, folder: Path, contents: dict) -> tuple[list, str]:
+    """A dub item's cues and the first text they say; its subtitles' path made absolute, their
+    digest in ``contents``, its ``max_speed`` checked (the default where left out)."""
+    for name in ("text", "duration"):
+        if name in options:
+            raise ValueError(
+                f"a dub takes its texts and durations from its subtitles; leave out {name!r}"
+            )
+    speed = options.setdefault("max_speed", DUB_MAX_SPEED)
+    if isinstance(speed, bool) or not isinstance(speed, int | float) or not 1 <= speed <= MAX_SPEED:
+        raise ValueError(f"'max_speed' must be a number from 1 to {MAX_SPEED:g}, got {speed!r}")
+    file = (folder / str(options["subtitles"])).resolve()
+    if not file.is_file():
+        raise FileNotFoundError(
+            f"subtitles {options['subtitles']!r}: no such file (relative paths start at the input's folder)"
+        )
+    cues = subtitles.read(file)
+    spoken = [cue.text for cue in cues if cue.text.strip()]
+    if not spoken:
+        raise ValueError(f"subtitles {options['subtitles']!r}: no cue has anything to say")
+    options["subtitles"] = str(file)
+    contents["subtitles"] = hashlib.sha256(file.read_bytes()).hexdigest()
+    return cues, spoken[0]
 
 
 def model_identity(source, precision: str) -> str:
@@ -170,9 +220,12 @@ class Synthesizer:
         settings = {**item.options, "precision": self.precision}
         started = time.perf_counter()
         try:
-            speech = self.voice.generate(item.request)
+            speech = self.dub(item) if item.cues is not None else self.voice.generate(item.request)
         except REPORTED as exc:
-            return Record(item.line, item.id, "failed", settings=settings, error=str(exc)), None
+            report = getattr(exc, "report", None)  # a dub's: the cues that cannot fit
+            return Record(
+                item.line, item.id, "failed", settings=settings, error=str(exc), report=report
+            ), None
         except Exception as exc:  # noqa: BLE001 - one item's failure must not end the batch; the log has the trace
             logger.exception("item %s failed", item.id)
             return Record(
@@ -199,8 +252,23 @@ class Synthesizer:
             settings,
             normalized_text=speech.metadata.get("normalized_text"),
             captions=captions.as_json(speech.captions),
+            report=speech.metadata.get("report"),
         )
         return record, buffer.getvalue()
+
+    def dub(self, item: Item) -> Speech:
+        """A dub item's track as a result: its cues' captions, its report in the metadata."""
+        from omnivoice_rt.dubbing import dub
+
+        asked = {k: v for k, v in item.options.items() if k in OPTIONS}
+        dubbed = dub(self.voice, item.cues, asked, None, item.options["max_speed"], door_request)
+        return Speech(
+            dubbed.waveform,
+            dubbed.sample_rate,
+            [],
+            captions=dubbed.captions,
+            metadata={"report": dubbed.report},
+        )
 
 
 _worker: Synthesizer | None = None  # a pool process's own model
@@ -255,7 +323,7 @@ def _run_batch(
         else:
             todo.append(item)
     # the longest first: the workers finish together
-    todo.sort(key=lambda item: len(item.request.text), reverse=True)
+    todo.sort(key=lambda item: item.size, reverse=True)
     logger.info(
         "%d items: %d to make, %d already made, %d bad lines",
         len(items),

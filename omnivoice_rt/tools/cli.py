@@ -1,8 +1,9 @@
-"""Command line: ``python -m omnivoice_rt {synthesize,batch,roundtrip,prompt,eval,inspect} --help``.
+"""Command line: ``python -m omnivoice_rt {synthesize,dub,batch,roundtrip,prompt,eval,inspect} --help``.
 
 python -m omnivoice_rt synthesize --model-dir artifacts --text "Hello." --output hello.wav
 python -m omnivoice_rt prompt --model-dir artifacts --ref-audio me.wav --ref-text "..." --output me.npz
 python -m omnivoice_rt synthesize --model-dir artifacts --voice-prompt me.npz --text "..." --output out.wav
+python -m omnivoice_rt dub --model-dir artifacts --subtitles film.srt --output film.wav --voice-prompt me.npz
 python -m omnivoice_rt batch --model-dir artifacts --input items.jsonl --output-dir out/ --workers 2
 python -m omnivoice_rt roundtrip --model-dir artifacts --input in.wav --output out.wav
 python -m omnivoice_rt eval --mode rtf --model-dir artifacts
@@ -46,10 +47,10 @@ def _write(path: str, waveform, rate: int) -> None:
 
 
 def cmd_synthesize(args) -> int:
-    from omnivoice_rt.request import DOOR_NORMALIZE_TEXT, DOOR_PRESET, OPTIONS, Request
+    from omnivoice_rt.request import OPTIONS, door_request
 
     options = {name: getattr(args, name) for name in OPTIONS}
-    request = Request.from_options(options, DOOR_PRESET, DOOR_NORMALIZE_TEXT)
+    request = door_request(options)
     kind = captions.format_of(args.captions) if args.captions else None  # before the model
     voice = _load(args)
 
@@ -67,6 +68,53 @@ def cmd_synthesize(args) -> int:
     print(
         f"{args.output}: {meta['frames']} frames, {meta['seconds']:.2f} s of audio in "
         f"{meta['timings']['total']:.2f} s, real-time factor {meta['rtf']:.3f} ({meta['precision']})"
+    )
+    return 0
+
+
+def cmd_dub(args) -> int:
+    import json
+
+    from omnivoice_rt.dubbing import DubError, dub
+    from omnivoice_rt.request import OPTIONS, door_request
+    from omnivoice_rt.text import subtitles
+
+    cues = subtitles.read(args.subtitles)  # before the model: a bad file costs nothing
+    output = Path(args.output)
+    captions_path = Path(args.captions or output.with_suffix(".srt"))
+    report_path = Path(args.report or output.with_suffix(".json"))
+    kind = captions.format_of(captions_path)
+    options = {name: getattr(args, name) for name in OPTIONS if hasattr(args, name)}
+    options = {name: value for name, value in options.items() if value is not None}
+    library, speakers = None, None
+    if args.voices or args.voice:
+        from omnivoice_rt.server.voices import VoiceLibrary
+
+        library = VoiceLibrary(args.voices)
+    if args.voice:
+        options.update({k: v for k, v in library.options(args.voice).items() if v is not None})
+    if args.voices:
+        speakers = {entry.name: library.options(entry.name) for entry in library.entries()}
+    voice = _load(args)
+
+    def progress(done: int, total: int) -> None:
+        print(f"\rcue {done}/{total}", end="", file=sys.stderr, flush=True)
+
+    try:
+        dubbed = dub(voice, cues, options, speakers, args.max_speed, door_request, progress)
+    except DubError as exc:
+        report_path.write_text(json.dumps(exc.report, indent=1, ensure_ascii=False) + "\n")
+        print(f"error: {exc} (the report: {report_path})", file=sys.stderr)
+        return 2
+    print(file=sys.stderr)
+    _write(str(output), dubbed.waveform, dubbed.sample_rate)
+    captions_path.write_text(captions.write(dubbed.captions, kind), encoding="utf-8")
+    report_path.write_text(json.dumps(dubbed.report, indent=1, ensure_ascii=False) + "\n")
+    for warning in dubbed.report["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(
+        f"{output}: {len(dubbed.captions)} cues in {dubbed.seconds:.2f} s; captions "
+        f"{captions_path}, report {report_path}"
     )
     return 0
 
@@ -209,12 +257,15 @@ def _steps(value: str):
     return value if value in PRESETS else int(value)
 
 
-def request_flags(parser) -> None:
-    """A flag for each option of a request (``OPTIONS``): ``--ref-audio``, ``--num-step``, ...,
-    ``--denoise/--no-denoise``; one left out takes the preset's value (``balanced`` by default)."""
+def request_flags(parser, leave: tuple[str, ...] = ()) -> None:
+    """A flag for each option of a request (``OPTIONS``) but those in ``leave``: ``--ref-audio``,
+    ``--num-step``, ..., ``--denoise/--no-denoise``; one left out takes the preset's value
+    (``balanced`` by default)."""
     from omnivoice_rt.request import DOOR_PRESET, OPTIONS
 
     for name, option in OPTIONS.items():
+        if name in leave:
+            continue
         flag, meaning = "--" + name.replace("_", "-"), option.help
         if option.kind == "bool":
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, help=meaning)
@@ -269,6 +320,47 @@ def parse_args(argv):
         "(onnx-community format; default onnx-community/whisper-base)",
     )
     syn.set_defaults(func=cmd_synthesize)
+
+    du = sub.add_parser(
+        "dub", help="a subtitle file (.srt, .vtt) spoken cue by cue in its windows, one wav"
+    )
+    common(du)
+    du.add_argument("--subtitles", required=True, help="the cues: FILE.srt or FILE.vtt (UTF-8)")
+    du.add_argument("--output", required=True, help="the track: a wav as long as the last cue")
+    du.add_argument(
+        "--captions",
+        metavar="FILE",
+        help="where each cue was placed (default OUTPUT.srt; .vtt, .json)",
+    )
+    du.add_argument(
+        "--report",
+        metavar="FILE",
+        help="each cue's duration, speed, placing, warnings (default OUTPUT.json)",
+    )
+    du.add_argument(
+        "--voices",
+        metavar="DIR",
+        help="a voice library (the server's --voices): cues 'Name: text' speak in voice Name",
+    )
+    du.add_argument(
+        "--voice", help="every other cue's voice: a voice of --voices, or a built-in one"
+    )
+    from omnivoice_rt.limits import DUB_MAX_SPEED, MAX_SPEED
+
+    du.add_argument(
+        "--max-speed",
+        type=float,
+        default=DUB_MAX_SPEED,
+        help=f"the fastest a cue may be spoken to fit its window (1 to {MAX_SPEED:g}; default "
+        f"{DUB_MAX_SPEED:g}); a cue that needs more is reported and nothing is made",
+    )
+    request_flags(du, leave=("text", "duration"))
+    du.add_argument(
+        "--asr-model",
+        default=os.environ.get("OMNIVOICE_ASR_MODEL"),
+        help="speech recogniser when --ref-text is left out (default onnx-community/whisper-base)",
+    )
+    du.set_defaults(func=cmd_dub)
 
     ba = sub.add_parser(
         "batch", help="the items of a JSONL file to wav files, resumable; a pool or Ray for many"

@@ -327,3 +327,58 @@ def test_ray_auto_without_a_cluster_says_how_to_start_one(items, cpu_artifacts, 
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert "ray start --head" in line and "--ray local" in line, line
+
+
+def test_a_dub_item_makes_the_track_the_library_makes(cpu_artifacts, tmp_path):
+    """An item with subtitles instead of text: its wav is ``dubbing.dub``'s track, its srt where
+    each cue was placed, its record the dub's report; a cue that cannot fit fails the item with
+    the report naming it, and a bad file or a text beside the subtitles fail as the file is read;
+    a rerun skips the made dub."""
+    srt = pytest.importorskip("srt", reason="the srt parser (dev extra)")
+    from omnivoice_rt.dubbing import dub
+    from omnivoice_rt.request import door_request
+    from omnivoice_rt.text import subtitles
+
+    (tmp_path / "film.srt").write_text(
+        "1\n00:00:00,500 --> 00:00:02,000\nGood evening.\n\n"
+        "2\n00:00:02,500 --> 00:00:04,500\nHere are 2 stories.\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "tight.srt").write_text("1\n00:00:00,000 --> 00:00:00,200\nFar too much to say.\n")
+    (tmp_path / "bad.srt").write_text("1\nnot a time\nhi\n")
+    lines = [
+        {"id": "film", "subtitles": "film.srt", "num_step": 4, "seed": 3, "instruct": "female"},
+        {"id": "tight", "subtitles": "tight.srt", "num_step": 4},
+        {"id": "bad", "subtitles": "bad.srt"},
+        {"id": "both", "subtitles": "film.srt", "text": "Hi."},
+        {"id": "fast", "subtitles": "film.srt", "max_speed": 20},
+    ]
+    (tmp_path / "items.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "out"
+    counts = run_batch(tmp_path / "items.jsonl", out, cpu_artifacts, "int4", show_progress=False)
+    assert counts == {"made": 1, "skipped": 0, "failed": 4}
+
+    voice = OmniVoiceONNX.load(cpu_artifacts, "int4")
+    cues = subtitles.read(tmp_path / "film.srt")
+    expected = dub(
+        voice, cues, {"num_step": 4, "seed": 3, "instruct": "female"}, None, 1.5, door_request
+    )
+    made, rate = sf.read(out / "film.wav", dtype="int16")
+    np.testing.assert_array_equal(
+        made, np.round(np.clip(expected.waveform, -1, 1) * 32767).astype(np.int16)
+    )
+    assert len(made) == 4.5 * rate
+    placed = list(srt.parse((out / "film.srt").read_text()))
+    assert [c.start.total_seconds() for c in placed] == [0.5, 2.5]
+    assert [c.content for c in placed] == ["Good evening.", "Here are 2 stories."]
+    records = {r["id"]: r for r in map(json.loads, (out / RESULTS).read_text().splitlines())}
+    assert records["film"]["report"]["cues"] == expected.report["cues"]
+    assert records["film"]["captions"][1]["text"] == "Here are two stories."  # read as words
+    assert records["tight"]["status"] == "failed" and "cue 1 needs" in records["tight"]["error"]
+    assert records["tight"]["report"]["too_long"][0]["number"] == 1
+    assert not (out / "tight.wav").exists()
+    assert "cue 1 (line 2)" in records["bad"]["error"]
+    assert "leave out 'text'" in records["both"]["error"]
+    assert "'max_speed' must be a number from 1 to 10" in records["fast"]["error"]
+    again = run_batch(tmp_path / "items.jsonl", out, cpu_artifacts, "int4", show_progress=False)
+    assert again == {"made": 0, "skipped": 1, "failed": 4}
