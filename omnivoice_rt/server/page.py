@@ -13,6 +13,7 @@ import atexit
 import contextlib
 import functools
 import inspect
+import json
 import logging
 import os
 import shutil
@@ -24,17 +25,25 @@ from pathlib import Path
 import gradio as gr
 import numpy as np
 
-from omnivoice_rt import captions
+from omnivoice_rt import captions, dubbing
 from omnivoice_rt.artifacts.profiles import PROFILES
 from omnivoice_rt.audio.formats import pcm16
 from omnivoice_rt.engine.kernels import KERNELS
 from omnivoice_rt.errors import REPORTED, Cancelled
-from omnivoice_rt.limits import MAX_STEPS
+from omnivoice_rt.limits import (
+    DUB_MAX_SPEED,
+    MAX_DURATION_S,
+    MAX_SEGMENTS,
+    MAX_SPEED,
+    MAX_STEPS,
+    MAX_TEXT_CHARS,
+)
 from omnivoice_rt.model import Speech
-from omnivoice_rt.request import DOOR_PRESET, PRESETS, Request
+from omnivoice_rt.request import DOOR_PRESET, PRESETS, Request, door_request
 from omnivoice_rt.server.models import graphs_size, offered_precisions
 from omnivoice_rt.server.serving import DEFAULTS, Config, Service, resolve_seed
 from omnivoice_rt.server.voices import VoiceLibrary
+from omnivoice_rt.text import subtitles
 from omnivoice_rt.text.chunks import NONVERBAL_TAGS
 from omnivoice_rt.text.instructs import INSTRUCT_EXCLUSIVE
 from omnivoice_rt.text.languages import LANG_NAME_TO_ID, check_string, language_display_name
@@ -62,6 +71,13 @@ REFERENCE_TIPS = (
     "A good reference: 3-10 s of one person speaking clearly, little background noise, in the language "
     "you will synthesize. Its transcript is filled in when you record or upload it: check it, or type "
     "it; left empty, it is transcribed when you generate. Or load a voice prompt saved earlier."
+)
+DUB_TIPS = (
+    "Each cue of a subtitle file is spoken in its window and placed at its start time, in one "
+    "track as long as the last cue: at its natural pace where it fits, else faster, up to the "
+    "fastest speech below. A cue that cannot fit is named, with the time it needs, and nothing "
+    "is made. The Settings apply, but the duration: each cue's is its window's. Up to 200 cues "
+    "and 600 s here; `omnivoice-onnx dub` takes longer files."
 )
 DEFAULT_TEXT = "Hello! This is OmniVoice, speaking from ONNX Runtime on a CPU."
 # The API's older parameter names (gradio_client, MCP), still taken: the request's names are OPTIONS'
@@ -258,7 +274,7 @@ def run_synthesis(
     with prepared(service, precision, progress, request, gone) as (voice, ready, reused):
         speech = voice.generate(ready, progress=step_progress(progress), should_stop=gone)
     audio = (speech.sample_rate, pcm16(speech.waveform))
-    return audio, result_line(speech, request.seed, reused), captions_file(speech)
+    return audio, result_line(speech, request.seed, reused), captions_file(speech.captions)
 
 
 def stream_synthesis(
@@ -295,8 +311,8 @@ def stream_synthesis(
         gr.skip(),
         (speech.sample_rate, pcm16(speech.waveform)),
         result_line(speech, request.seed, reused) + read_as(speech),
-        captions_file(speech),
-        caption_lines(speech),
+        captions_file(speech.captions),
+        caption_lines(speech.captions),
         service.results.add(speech),
     )
 
@@ -364,20 +380,47 @@ def prompt_file() -> Path:
     return result_file("prompts", ".npz")
 
 
-def captions_file(speech: Speech) -> str:
-    """The result's captions as an SRT file (``omnivoice_rt.captions``), for the page's download
+def captions_file(placed: list[captions.Caption]) -> str:
+    """A result's captions as an SRT file (``omnivoice_rt.captions``), for the page's download
     and the API's third output."""
     path = result_file("captions", ".srt")
-    path.write_text(captions.write(speech.captions, "srt"), encoding="utf-8")
+    path.write_text(captions.write(placed, "srt"), encoding="utf-8")
     return str(path)
 
 
-def caption_lines(speech: Speech) -> str:
+def caption_lines(placed: list[captions.Caption]) -> str:
     """The captions as the page shows them under the player: one line per piece, its start and
     end and its text (Markdown's characters escaped)."""
     return "\n".join(
-        f"`{clock(c.start)}-{clock(c.end)}` " + escaped(c.shown) + "  " for c in speech.captions
+        f"`{clock(c.start)}-{clock(c.end)}` " + escaped(c.shown) + "  " for c in placed
     )
+
+
+def page_cues(path) -> list[subtitles.Cue]:
+    """An uploaded subtitle file's cues, within what the page dubs in one request (a text's
+    bounds: ``MAX_SEGMENTS`` cues, ``MAX_TEXT_CHARS`` characters, ``MAX_DURATION_S`` of track)."""
+    if not path:
+        raise refused("Upload a subtitle file (.srt or .vtt) to dub first.")
+    with as_messages():
+        cues = subtitles.read(path)
+    spoken = [cue for cue in cues if cue.text.strip()]
+    chars, end = sum(len(cue.text) for cue in spoken), max((cue.end for cue in cues), default=0)
+    if len(spoken) > MAX_SEGMENTS or chars > MAX_TEXT_CHARS or end > MAX_DURATION_S:
+        raise refused(
+            f"This page dubs at most {MAX_SEGMENTS} cues, {MAX_TEXT_CHARS:,} characters and "
+            f"{MAX_DURATION_S:g} s of track in one go; this file has {len(spoken)} cues, "
+            f"{chars:,} characters, {end:g} s. Split it, or dub it with the command line "
+            "(omnivoice-onnx dub), which takes 6 hours."
+        )
+    if not spoken:
+        raise refused("No cue of this subtitle file has anything to say.")
+    return cues
+
+
+def report_file(report: dict) -> str:
+    path = result_file("dubs", ".json")
+    path.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return str(path)
 
 
 def clock(seconds: float) -> str:
@@ -414,7 +457,7 @@ class Handlers:
 
     def __init__(self, service: Service, default: str, library: VoiceLibrary, keyed: bool = False):
         self.service, self.default, self.library, self.keyed = service, default, library, keyed
-        for name in ("synthesize", "clone", "save_voice_prompt", "save_to_library"):
+        for name in ("synthesize", "clone", "save_voice_prompt", "save_to_library", "dub"):
             setattr(self, name, with_defaults(getattr(self, name), precision=default))
         self.synthesize_page = self.page_twin(self.synthesize)
         self.clone_page = self.page_twin(self.clone)
@@ -705,6 +748,95 @@ class Handlers:
             "under Voice cloning, or as the voice of any door."
         )
 
+    def dub(
+        self,
+        subtitles_file,
+        language="Auto",
+        instruct=None,
+        voice=None,
+        precision=None,
+        num_step=DEFAULTS["num_step"],
+        guidance_scale=DEFAULTS["guidance_scale"],
+        speed=1.0,
+        seed=0,
+        randomize_seed=DEFAULTS["randomize_seed"],
+        denoise=True,
+        postprocess_output=DEFAULTS["postprocess_output"],
+        preset=DOOR_PRESET,
+        normalize_text=DEFAULTS["normalize_text"],
+        max_speed=DUB_MAX_SPEED,
+        speakers=False,
+        progress=gr.Progress(),
+    ):
+        """Dub a subtitle file: each cue spoken in its window and placed at its start time, in one track as long as the last cue.
+
+        Args:
+            subtitles_file: An .srt or .vtt file (UTF-8), at most 200 cues, 10,000 characters and 600 s here.
+            language: The cues' language by name ("English") or code ("en"); "Auto" detects it.
+            instruct: The voice as voice-design items ("female, low pitch"); empty: the model chooses, and keeps its first cue's voice for the rest.
+            voice: A voice of the server's library by name (instead of the instruct), or empty.
+            precision: Model precision, one this server offers; left out: the server's default.
+            num_step: Unmasking steps, 1 to 64.
+            guidance_scale: Classifier-free guidance scale, 0 to 5.
+            speed: Speaking rate for cues with room to spare, 1.0 normal; a cue is sped up only as much as its window needs.
+            seed: Random seed; the same seed and settings give the same track.
+            randomize_seed: True draws a new seed each call.
+            denoise: Denoise a reference (a cloned voice of the library).
+            postprocess_output: Trim long silences and normalise the loudness of each cue.
+            preset: "balanced" (default), "best", "fast" or "turbo".
+            normalize_text: True (default) reads numbers and dates as words.
+            max_speed: The fastest a cue may be spoken to fit its window, 1 to 10 (1.5 by default); a cue that needs more is reported and nothing is made.
+            speakers: True: cues written "Name: text" speak in the library's voice Name (the prefix is not said).
+        Returns:
+            The track as a 24 kHz wav file, one line saying what was made (and any warnings), its captions where each cue was placed (an SRT file), the dub's report (a JSON file: each cue's window, duration, speed and placing), and the captions as lines of text.
+        """
+        cues = page_cues(subtitles_file)
+        fields = dict(
+            text=next(cue.text for cue in cues if cue.text.strip()),  # the options checked with it
+            language=language,
+            instruct=instruct,
+            voice=voice,
+            num_step=num_step,
+            guidance_scale=guidance_scale,
+            speed=speed,
+            duration=None,  # each cue's is its window's
+            seed=seed,
+            randomize_seed=randomize_seed,
+            denoise=denoise,
+            postprocess_output=postprocess_output,
+            preset=preset,
+            normalize_text=normalize_text,
+        )
+        request = page_request(fields, self.service, self.library)
+        options = {k: v for k, v in request.options().items() if k not in ("text", "duration")}
+        options["voice_prompt"] = request.voice_prompt
+        with as_messages():
+            flag = page_flag(speakers, "speakers")
+            names = {e.name: self.library.options(e.name) for e in self.library.entries()}
+        gone = abandoned()
+        request_of = functools.partial(door_request, normalizer=self.service.normalizer(gone))
+
+        def told(done: int, total: int) -> None:
+            progress(done / total, desc=f"Cue {done} of {total}")
+
+        precision = precision or self.default
+        started = time.perf_counter()
+        with prepared(self.service, precision, progress, request, gone) as (model, _, _):
+            dubbed = dubbing.dub(
+                model, cues, options, names if flag else None, max_speed, request_of, told, gone
+            )
+        line = (
+            f"{len(dubbed.captions)} cues in {dubbed.seconds:.2f} s of track, made in "
+            f"{time.perf_counter() - started:.1f} s, {precision}, seed {request.seed}"
+        ) + "".join(f"\n- {escaped(warning)}" for warning in dubbed.report["warnings"])
+        return (
+            (dubbed.sample_rate, pcm16(dubbed.waveform)),
+            line,
+            captions_file(dubbed.captions),
+            report_file(dubbed.report),
+            caption_lines(dubbed.captions),
+        )
+
     def example(self, text, language, instruct, progress=gr.Progress()):
         """An example of the page, as the page's defaults make it (seed 0, so a cached result is its result)."""
         fields = {**DEFAULTS, "randomize_seed": False, "text": text, "language": language}
@@ -958,6 +1090,53 @@ def build_demo(
                     allow_custom_value=True,
                 )
                 clone_button = gr.Button("Generate", variant="primary", elem_id="clone-generate")
+            with gr.Tab("Dubbing", id="dub"):
+                gr.Markdown(DUB_TIPS)
+                dub_file = gr.File(
+                    label="Subtitles (.srt or .vtt)",
+                    file_types=[".srt", ".vtt"],
+                    type="filepath",
+                    elem_id="dub-subtitles",
+                )
+                with gr.Row():
+                    dub_voice = gr.Dropdown(
+                        [""] + library.names(),
+                        value="",
+                        label="Voice of the library",
+                        info="empty: the voice design below, or the model's choice",
+                        allow_custom_value=True,
+                        elem_id="dub-voice",
+                    )
+                    dub_instruct = gr.Textbox(
+                        label="Voice design (instead)",
+                        placeholder="e.g. female, low pitch",
+                        elem_id="dub-instruct",
+                    )
+                    dub_language = gr.Dropdown(
+                        LANGUAGES,
+                        value="Auto",
+                        label="Language",
+                        filterable=True,
+                        allow_custom_value=True,
+                    )
+                with gr.Row():
+                    dub_speed = gr.Slider(
+                        1.0,
+                        MAX_SPEED,
+                        value=DUB_MAX_SPEED,
+                        step=0.05,
+                        label="Fastest speech, to fit a cue's window",
+                        elem_id="dub-max-speed",
+                    )
+                    dub_speakers = gr.Checkbox(
+                        value=False,
+                        label='Cues "Name: text" speak in the library\'s voice Name',
+                        elem_id="dub-speakers",
+                    )
+                dub_button = gr.Button("Dub", variant="primary", elem_id="dub-generate")
+                dub_report = gr.File(
+                    label="The dub's report (.json)", interactive=False, elem_id="dub-report"
+                )
         settings, sentences = settings_panel()
         player.render()
         output.render()
@@ -1006,6 +1185,20 @@ def build_demo(
                 [player, output, info, subtitles, lines, kept],
                 api_visibility="private",
             ).then(describe, precision, precision_info, api_visibility="private")
+        # A dub: the settings but the duration (each cue's window is its own)
+        dub_settings = [control for control in settings if control is not settings[3]]
+        dub_inputs = [dub_file, dub_language, dub_instruct, dub_voice, precision, *dub_settings]
+        dub_button.click(
+            handlers.dub,
+            [*dub_inputs, dub_speed, dub_speakers],
+            [output, info, subtitles, dub_report, lines],
+            api_name="dub",
+        ).then(
+            lambda: (gr.skip() if STREAMING else None, ""),  # nothing of an earlier result's
+            None,
+            [player, kept],
+            api_visibility="private",
+        ).then(describe, precision, precision_info, api_visibility="private")
         # The API's stable endpoints (gradio_client): the whole result at the end, from buttons the page does not show.
         for api_name, handler, inputs in (
             ("synthesize", handlers.synthesize, tts_inputs),

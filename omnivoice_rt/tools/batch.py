@@ -309,6 +309,18 @@ def _run_batch(
     for stale in out.glob(".*.tmp"):  # what a killed run was writing
         stale.unlink(missing_ok=True)
     items, records = read_items(input_path, precision, model_identity(source, precision))
+    for item in [item for item in items if item.cues is not None]:
+        if Path(item.options["subtitles"]) == (out / f"{item.id}.srt").resolve():
+            items.remove(item)
+            records.append(
+                Record(
+                    item.line,
+                    item.id,
+                    "failed",
+                    error=f"line {item.line}: its captions, {item.id}.srt in the output folder, "
+                    "would overwrite its subtitles: give the item another id, or write elsewhere",
+                )
+            )
     earlier = previous_records(out / RESULTS)
     todo = []
     for item in items:

@@ -82,7 +82,18 @@ def cmd_dub(args) -> int:
     cues = subtitles.read(args.subtitles)  # before the model: a bad file costs nothing
     output = Path(args.output)
     captions_path = Path(args.captions or output.with_suffix(".srt"))
+    if not args.captions and _same_file(captions_path, args.subtitles):  # film.srt -> film.wav
+        captions_path = output.with_suffix(".dubbed.srt")
     report_path = Path(args.report or output.with_suffix(".json"))
+    for flag, path in (
+        ("--output", output),
+        ("--captions", captions_path),
+        ("--report", report_path),
+    ):
+        if _same_file(path, args.subtitles):
+            raise ValueError(
+                f"{flag} {path} is the subtitle file being dubbed; write the result elsewhere"
+            )
     kind = captions.format_of(captions_path)
     options = {name: getattr(args, name) for name in OPTIONS if hasattr(args, name)}
     options = {name: value for name, value in options.items() if value is not None}
@@ -117,6 +128,11 @@ def cmd_dub(args) -> int:
         f"{captions_path}, report {report_path}"
     )
     return 0
+
+
+def _same_file(path, other) -> bool:
+    """Whether ``path`` names the file ``other`` (an existing one, by any spelling of its path)."""
+    return Path(path).resolve() == Path(other).resolve()
 
 
 def cmd_batch(args) -> int:
@@ -330,7 +346,8 @@ def parse_args(argv):
     du.add_argument(
         "--captions",
         metavar="FILE",
-        help="where each cue was placed (default OUTPUT.srt; .vtt, .json)",
+        help="where each cue was placed (default OUTPUT.srt, or OUTPUT.dubbed.srt where that is "
+        "the subtitle file itself; .vtt, .json)",
     )
     du.add_argument(
         "--report",

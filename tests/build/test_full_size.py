@@ -54,3 +54,34 @@ def test_full_size_codes_equal_upstream(name, kwargs, full_upstream, full_voice,
         and all(len(np.unique(row)) >= 3 for row in codes)
         and len(np.unique(codes)) >= 20
     ), codes
+
+
+def test_full_size_pauses_captions_and_dubbing(full_voice):
+    """Issue 36's evidence on the real-shaped model: a pause is exact silence where the captions
+    say; a dubbed track's cues start at their subtitle times, to the sample, and end before the
+    next cue."""
+    from omnivoice_rt.dubbing import dub
+    from omnivoice_rt.text.subtitles import Cue
+
+    speech = full_voice.generate(
+        "Good evening. [pause:1.5s] The lights are on.", seed=1, num_step=4
+    )
+    first, second = speech.captions
+    assert second.start_sample - first.end_sample == 36000
+    assert not speech.waveform[first.end_sample : second.start_sample].any()
+    assert speech.waveform[first.start_sample : first.end_sample].any()
+    assert (first.text, second.text) == ("Good evening.", "The lights are on.")
+
+    cues = [
+        Cue(1, 0.5, 2.5, "Good evening."),
+        Cue(2, 3.0, 4.0, "The kitchen lights are on, and the door is locked."),
+        Cue(3, 5.0, 7.0, "Good night."),
+    ]
+    dubbed = dub(full_voice, cues, {"num_step": 4, "seed": 2}, max_speed=10.0)
+    rate = dubbed.sample_rate
+    assert dubbed.waveform.shape[-1] == 7 * rate
+    for caption, this, after in zip(dubbed.captions, cues, [*cues[1:], None], strict=True):
+        assert caption.start_sample == round(this.start * rate)
+        assert caption.end_sample <= round((after.start if after else this.end) * rate)
+        assert dubbed.waveform[caption.start_sample : caption.start_sample + 480].any()
+    assert dubbed.report["cues"][1]["speed"] > 1.0  # spoken faster to fit its second

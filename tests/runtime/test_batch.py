@@ -382,3 +382,11 @@ def test_a_dub_item_makes_the_track_the_library_makes(cpu_artifacts, tmp_path):
     assert "'max_speed' must be a number from 1 to 10" in records["fast"]["error"]
     again = run_batch(tmp_path / "items.jsonl", out, cpu_artifacts, "int4", show_progress=False)
     assert again == {"made": 0, "skipped": 1, "failed": 4}
+    # written into the subtitles' own folder, "film"'s captions would replace film.srt: refused
+    kept = (tmp_path / "film.srt").read_text(encoding="utf-8")
+    (tmp_path / "here.jsonl").write_text(json.dumps(lines[0]) + "\n")
+    here = run_batch(tmp_path / "here.jsonl", tmp_path, cpu_artifacts, "int4", show_progress=False)
+    assert here == {"made": 0, "skipped": 0, "failed": 1}
+    assert (tmp_path / "film.srt").read_text(encoding="utf-8") == kept
+    record = json.loads((tmp_path / RESULTS).read_text())
+    assert "would overwrite its subtitles" in record["error"]

@@ -236,11 +236,14 @@ def test_the_cli_dubs_a_file_and_writes_captions_and_report(fp32_artifacts, tmp_
         return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300)
 
     out = tmp_path / "film.wav"
+    written = source.read_text(encoding="utf-8")
     result = cli("--subtitles", str(source), "--output", str(out), "--seed", "1")
     assert result.returncode == 0, result.stderr
     audio, rate = sf.read(out, dtype="float32")
     assert len(audio) == 4 * rate
-    placed = list(srt.parse((tmp_path / "film.srt").read_text()))
+    # film.srt -> film.wav: the placed captions go beside it, the subtitles are left as they were
+    assert source.read_text(encoding="utf-8") == written
+    placed = list(srt.parse((tmp_path / "film.dubbed.srt").read_text()))
     assert [c.content for c in placed] == ["Good evening.", "Here is the news."]
     assert [c.start.total_seconds() for c in placed] == [0.5, 2.5]
     report = json.loads((tmp_path / "film.json").read_text())
@@ -250,6 +253,9 @@ def test_the_cli_dubs_a_file_and_writes_captions_and_report(fp32_artifacts, tmp_
     assert refused.returncode == 2 and "cue 1 needs" in refused.stderr
     assert not (tmp_path / "no.wav").exists()
     assert json.loads((tmp_path / "no.json").read_text())["too_long"][0]["number"] == 1
+    onto = cli("--subtitles", str(source), "--output", str(out), "--captions", str(source))
+    assert onto.returncode == 2 and "is the subtitle file being dubbed" in onto.stderr
+    assert source.read_text(encoding="utf-8").startswith("1\n00:00:00,000")
     bad = tmp_path / "bad.srt"
     bad.write_text("1\nnot a time\nhi\n")
     refused = cli("--subtitles", str(bad), "--output", str(tmp_path / "bad.wav"))

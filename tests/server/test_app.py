@@ -147,6 +147,78 @@ def test_the_api_returns_the_captions_of_the_runtimes_result(client, cpu_artifac
     assert read(path)[0].shape == expected.waveform.shape
 
 
+def test_the_api_dubs_a_subtitle_file_as_the_library_does(client, cpu_artifacts, tmp_path):
+    """/dub (the page's Dubbing tab): the track is ``dubbing.dub``'s for the same cues and
+    settings (the door's preset and its numbers read as words), its captions placed at the cues'
+    times, the report its cues; built-in voices speak "Name:" cues; bad files and a cue that
+    cannot fit are one line each."""
+    srt = pytest.importorskip("srt")
+    from omnivoice_rt.dubbing import dub
+    from omnivoice_rt.model import OmniVoiceONNX
+    from omnivoice_rt.request import door_request
+    from omnivoice_rt.text import subtitles
+
+    film = tmp_path / "film.srt"
+    film.write_text(
+        "1\n00:00:00,500 --> 00:00:02,000\nGood evening.\n\n"
+        "2\n00:00:02,500 --> 00:00:04,500\nHere are 2 stories.\n",
+        encoding="utf-8",
+    )
+    settings = {k: v for k, v in FIXED.items() if k != "duration"}
+    path, info, placed, report, lines = client.predict(
+        handle_file(str(film)), "English", "female", "", "int4", **settings, api_name="/dub"
+    )
+    assert "2 cues in 4.50 s of track" in info and "int4" in info and "seed 3" in info
+    voice = OmniVoiceONNX.load(cpu_artifacts, "int4")
+    options = {k: v for k, v in settings.items() if k != "randomize_seed"}
+    expected = dub(
+        voice,
+        subtitles.read(film),
+        {**options, "language": "English", "instruct": "female"},
+        request_of=door_request,
+    )
+    audio, rate = read(path)
+    assert rate == 24000 and len(audio) == round(4.5 * rate)
+    np.testing.assert_allclose(audio, expected.waveform, atol=1e-4)
+    cues = list(srt.parse(Path(placed).read_text(encoding="utf-8")))
+    assert [c.start.total_seconds() for c in cues] == [0.5, 2.5]
+    assert [c.content for c in cues] == ["Good evening.", "Here are 2 stories."]  # as written
+    assert json.loads(Path(report).read_text())["cues"] == expected.report["cues"]
+    assert "`0:00.50-" in lines and "`0:02.50-" in lines and "Here are 2 stories" in lines
+
+    film.write_text(
+        "1\n00:00:00,500 --> 00:00:02,000\nalloy: Good evening.\n\n"
+        "2\n00:00:02,500 --> 00:00:04,500\nHere are 2 stories.\n",
+        encoding="utf-8",
+    )
+    _, info, placed, report, _ = client.predict(
+        handle_file(str(film)), "English", "", "", **settings, speakers=True, api_name="/dub"
+    )
+    assert [e["speaker"] for e in json.loads(Path(report).read_text())["cues"]] == ["alloy", None]
+    assert list(srt.parse(Path(placed).read_text()))[0].content == "Good evening."
+
+    tight = tmp_path / "tight.srt"
+    tight.write_text("1\n00:00:00,000 --> 00:00:00,300\nFar too much to say in no time.\n")
+    with pytest.raises(Exception, match="cue 1 needs"):
+        client.predict(handle_file(str(tight)), api_name="/dub")
+    bad = tmp_path / "bad.srt"
+    bad.write_text("1\nnot a time\nhi\n")
+    with pytest.raises(Exception, match=r"cue 1 \(line 2\)"):
+        client.predict(handle_file(str(bad)), api_name="/dub")
+    film.write_text("1\n00:00:00,500 --> 00:00:02,000\nBob: Hi.\n")
+    with pytest.raises(Exception, match="no voice 'Bob'.*alloy"):
+        client.predict(handle_file(str(film)), speakers=True, api_name="/dub")
+    many = tmp_path / "many.srt"
+    many.write_text(
+        "".join(
+            f"{n}\n00:{n // 60:02d}:{n % 60:02d},000 --> 00:{n // 60:02d}:{n % 60:02d},500\nx\n\n"
+            for n in range(1, 202)
+        )
+    )
+    with pytest.raises(Exception, match="at most 200 cues"):
+        client.predict(handle_file(str(many)), api_name="/dub")
+
+
 def test_same_seed_same_audio_and_precisions_differ(client):
     first, _, _ = client.predict("Seeded.", "Auto", "", "int4", **FIXED, api_name="/synthesize")
     again, _, _ = client.predict("Seeded.", "Auto", "", "int4", **FIXED, api_name="/synthesize")

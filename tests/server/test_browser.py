@@ -203,6 +203,37 @@ def test_the_captions_show_under_the_player_and_download_as_srt(page):
     assert "load it under Voice cloning" in page.inner_text("#keep-line")
 
 
+def test_the_dubbing_tab_dubs_an_uploaded_subtitle_file(page, tmp_path):
+    """Dubbing: an uploaded .srt is spoken cue by cue; the page says what was made, shows each
+    cue's line at its subtitle time and offers the track, its captions and the report."""
+    film = tmp_path / "film.srt"
+    film.write_text(
+        "1\n00:00:00,500 --> 00:00:02,000\nGood evening.\n\n"
+        "2\n00:00:02,500 --> 00:00:04,500\nThe lights are on.\n",
+        encoding="utf-8",
+    )
+    page.get_by_role("tab", name="Dubbing").click()
+    page.locator("#dub-subtitles input[type=file]").set_input_files(str(film))
+    page.wait_for_function(
+        "() => (document.querySelector('#dub-subtitles')?.innerText || '').includes('film')",
+        timeout=30_000,
+    )
+    page.click("#dub-generate")
+    page.wait_for_function(
+        "() => /2 cues in 4.50 s of track/.test(document.querySelector('#result-info')?.innerText || '')",
+        timeout=120_000,
+    )
+    shown = [line for line in page.inner_text("#result-lines").strip().split("\n") if line]
+    assert shown[0].startswith("0:00.50-") and shown[0].endswith("Good evening.")
+    assert shown[1].startswith("0:02.50-") and shown[1].endswith("The lights are on.")
+    page.wait_for_selector("#result-audio audio[src]", state="attached", timeout=30_000)
+    for element, suffix in (("#dub-report", ".json"), ("#result-captions", ".srt")):
+        link = page.locator(f"{element} a").first
+        link.wait_for(timeout=30_000)
+        assert suffix in (link.get_attribute("href") or "")
+    page.screenshot(path=str(SHOTS / "4d-dubbing.png"), full_page=True)
+
+
 def test_an_error_reaches_the_user(page):
     page.get_by_role("tab", name="Text to speech").click()
     page.fill("#tts-text textarea", "   ")
