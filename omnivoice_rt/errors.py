@@ -15,6 +15,11 @@ class Busy(RuntimeError):
     """A server's line of requests is full (``limits.MAX_WAITING`` waiting); try again later."""
 
 
+class Stopping(Busy):
+    """The server is stopping (SIGTERM): it takes no new request; try again shortly, here once it is
+    back or on another replica."""
+
+
 class Cancelled(Exception):
     """The request was abandoned (its page closed, its client went away); synthesis stopped at the next step."""
 

@@ -53,6 +53,9 @@ SEND_TIMEOUT_S = 30.0  # a piece of audio the client does not read
 # On SIGTERM the server takes no new connections and lets those open finish for this long (an
 # event stream a client keeps open would otherwise hold the stop for ever), then exits 0.
 GRACEFUL_STOP_S = 10.0
+# Before that, on SIGTERM, the requests under way may finish for this long while new ones are
+# refused (503); with GRACEFUL_STOP_S, within Kubernetes' default 30 s grace (--stop-timeout)
+DRAIN_S = 20.0
 # One attention layer holds heads x rows x rows float32 scores for the conditional row: at 2 GiB
 # the real model (16 heads) takes 5,792 positions, far beyond a 30 s reference and a 15 s chunk.
 ATTENTION_BUDGET_BYTES = 2 << 30

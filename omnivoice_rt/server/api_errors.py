@@ -8,9 +8,11 @@ import logging
 
 from fastapi.responses import JSONResponse
 
-from omnivoice_rt.errors import ArtifactError, Busy, Cancelled, SynthesisError
+from omnivoice_rt.errors import ArtifactError, Busy, Cancelled, Stopping, SynthesisError
 
 logger = logging.getLogger(__name__)
+
+RETRY_AFTER_S = 30  # the Retry-After of a busy or stopping server's answers
 
 
 class ApiError(Exception):
@@ -42,7 +44,7 @@ class ApiError(Exception):
                 "code": self.code,
             }
         }
-        headers = {"Retry-After": "30"} if self.status == 429 else None
+        headers = {"Retry-After": str(RETRY_AFTER_S)} if self.status in (429, 503) else None
         return JSONResponse(body, status_code=self.status, headers=headers)
 
 
@@ -52,6 +54,8 @@ def api_error(exc: Exception) -> ApiError:
         return exc
     if isinstance(exc, Cancelled):  # the client went away: nobody reads this answer
         return ApiError(499, str(exc), code="client_closed_request")
+    if isinstance(exc, Stopping):
+        return ApiError(503, str(exc), code="server_stopping", kind="server_error")
     if isinstance(exc, Busy):
         return ApiError(429, str(exc), code="server_busy", kind="rate_limit_error")
     if isinstance(exc, ArtifactError):

@@ -11,7 +11,7 @@ import logging
 import threading
 from collections import deque
 
-from omnivoice_rt.errors import Busy, Cancelled
+from omnivoice_rt.errors import Busy, Cancelled, Stopping
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +28,7 @@ class Line:
         self._free = slots
         self._waiting: deque[threading.Event] = deque()
         self._lock = threading.Lock()
+        self.closed = False  # the server is stopping: newcomers are turned away (Stopping)
 
     @property
     def waiting(self) -> int:
@@ -38,12 +39,21 @@ class Line:
         with self._lock:
             return self.slots - self._free
 
+    def close(self) -> None:
+        """Take no newcomer from now on (:class:`Stopping`); those in line and served go on."""
+        with self._lock:
+            self.closed = True
+
     @contextlib.contextmanager
     def turn(self, on_wait=None, should_stop=None):
         """Hold a slot for the block; ``on_wait(ahead)`` is told how many are ahead when it must
         wait. A request whose ``should_stop()`` says yes while it waits (its client went away)
         leaves the line, raising :class:`Cancelled`, and the ones behind it move up."""
         with self._lock:
+            if self.closed:
+                raise Stopping(
+                    "The server is stopping and takes no new request: try again in a minute."
+                )
             if self._free and not self._waiting:
                 self._free, ticket, ahead = self._free - 1, None, 0
             elif len(self._waiting) >= self.max_waiting:

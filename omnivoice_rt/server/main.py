@@ -22,6 +22,7 @@ import gradio as gr
 
 from omnivoice_rt.artifacts.profiles import PROFILES
 from omnivoice_rt.limits import (
+    DRAIN_S,
     GRACEFUL_STOP_S,
     HEADER_TIMEOUT_S,
     MAX_HTTP_CONNECTIONS,
@@ -30,11 +31,11 @@ from omnivoice_rt.limits import (
     MAX_WYOMING_CONNECTIONS,
     WYOMING_IDLE_S,
 )
-from omnivoice_rt.server import connections, gradio_guard
+from omnivoice_rt.server import connections, gradio_guard, lifecycle
 from omnivoice_rt.server.models import offered_precisions
 from omnivoice_rt.server.page import PAGE_CSS, build_demo
 from omnivoice_rt.server.serving import DEFAULTS, Config, Service
-from omnivoice_rt.server.voices import VoiceLibrary
+from omnivoice_rt.voices import VoiceLibrary
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +78,11 @@ def build_server(
         WyomingDoor(service, library, wyoming, wyoming_zeroconf, *wyoming_limits).start()
     # For load balancers and monitors: the line's state, open like the page.
     server.add_api_route("/health", service.health, methods=["GET"])
+    # Stopping (SIGTERM): every new request answered 503 at once, before any door sees it
+    server.add_middleware(lifecycle.StoppingGuard, service=service)
+    server.state.service = service
+    if config.idle_unload:
+        lifecycle.IdleUnloader(service, config.idle_unload).start()
     demo = build_demo(config, service, library, keyed=bool(api_key))
     # Gradio's queue lets requests through to the one line (which turns away the surplus), with
     # room beside it for requests that are downloading or loading another precision.
@@ -157,6 +163,23 @@ def main(argv: list[str] | None = None) -> int:
         "--threads", type=int, default=None, help="ONNX Runtime threads per session"
     )
     parser.add_argument(
+        "--idle-unload",
+        type=float,
+        default=float(os.environ.get("OMNIVOICE_IDLE_UNLOAD") or 0) or None,
+        metavar="SECONDS",
+        help="free the models and the recogniser after this long without a request; the next "
+        "request loads them again (env OMNIVOICE_IDLE_UNLOAD; default: keep them)",
+    )
+    parser.add_argument(
+        "--stop-timeout",
+        type=float,
+        default=float(os.environ.get("OMNIVOICE_STOP_TIMEOUT", DRAIN_S)),
+        metavar="SECONDS",
+        help=f"on SIGTERM, how long the requests under way may finish while new ones get 503 "
+        f"(default {DRAIN_S:g}; then {GRACEFUL_STOP_S:g} s for open connections; env "
+        "OMNIVOICE_STOP_TIMEOUT)",
+    )
+    parser.add_argument(
         "--asr-model",
         default=os.environ.get("OMNIVOICE_ASR_MODEL"),
         help="speech recogniser for references: a Whisper folder or Hub repo (onnx-community "
@@ -216,6 +239,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--max-waiting takes 0 to 1000 requests and --concurrency at least 1")
     if min(args.max_connections, args.wyoming_max_connections) < 1:
         parser.error("--max-connections and --wyoming-max-connections take at least 1")
+    if args.idle_unload is not None and args.idle_unload <= 0:
+        parser.error(
+            "--idle-unload takes a number of seconds > 0 (leave it out to keep the models)"
+        )
+    if args.stop_timeout < 0:
+        parser.error("--stop-timeout takes a number of seconds >= 0")
     if min(args.header_timeout, args.wyoming_idle_timeout) <= 0:
         parser.error("--header-timeout and --wyoming-idle-timeout take a number of seconds > 0")
     if args.wyoming_zeroconf and not args.wyoming:
@@ -247,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             concurrency=args.concurrency,
             asr_model=args.asr_model,
             max_waiting=args.max_waiting,
+            idle_unload=args.idle_unload,
         )
         key, loopback = os.environ.get("OMNIVOICE_API_KEY"), local_url(args.host, args.port)
         try:
@@ -270,8 +300,10 @@ def main(argv: list[str] | None = None) -> int:
             "; MCP: /gradio_api/mcp" if args.mcp else "",
             f"; Wyoming: {args.wyoming}" if args.wyoming else "",
         )
-        # uvicorn shuts down gracefully on SIGTERM (within GRACEFUL_STOP_S), then raises it again for the handler it found: this
-        # one exits normally, so the clean-up below and atexit's (the examples' temporary folder) run.
+        # On SIGTERM the server drains (lifecycle.DrainingServer: no new request, those under way
+        # finish within --stop-timeout), uvicorn shuts down gracefully (within GRACEFUL_STOP_S),
+        # then raises SIGTERM again for the handler it found: this one exits normally, so the
+        # clean-up below and atexit's (the examples' temporary folder) run.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         http = connections.http_protocol(args.max_connections, args.header_timeout)
         served = uvicorn.Config(
@@ -283,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
             timeout_graceful_shutdown=GRACEFUL_STOP_S,
         )
         connections.quiet_resource_errors()  # after uvicorn set up its loggers
-        uvicorn.Server(served).run()
+        lifecycle.DrainingServer(served, server.state.service, args.stop_timeout).run()
     finally:
         clean_up()  # after Gradio deleted the files it made
     return 0

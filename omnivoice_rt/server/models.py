@@ -92,6 +92,8 @@ class Models:
         self.loaded: dict[str, OmniVoiceONNX] = {}
         self.activity: dict[str, str] = {}
         self.failures: dict[str, str] = {}
+        self.load_seconds: dict[str, float] = {}  # each precision's last load
+        self.unloaded: dict[str, str] = {}  # precisions freed while idle, and why
         self._locks = {precision: threading.Lock() for precision in PROFILES}
 
     def get(self, precision: str, progress=None) -> OmniVoiceONNX:
@@ -116,7 +118,10 @@ class Models:
             if progress is not None:
                 progress(fraction, desc=message)
 
-        self.activity[precision] = "Loading"
+        again = self.unloaded.pop(precision, None)
+        self.activity[precision] = f"Loading again ({again})" if again else "Loading"
+        if again and progress is not None:
+            progress(0.0, desc=f"Loading the {precision} model again: it was {again}")
         started = time.perf_counter()
         try:
             self.loaded[precision] = OmniVoiceONNX.load(
@@ -128,7 +133,19 @@ class Models:
             raise
         finally:
             self.activity.pop(precision, None)
-        logger.info("loaded %s in %.1f s", precision, time.perf_counter() - started)
+        self.load_seconds[precision] = time.perf_counter() - started
+        logger.info("loaded %s in %.1f s", precision, self.load_seconds[precision])
+
+    def unload(self, why: str) -> list[str]:
+        """Drop every loaded precision (the idle unload; ``why`` is said when it loads again);
+        the precisions dropped."""
+        dropped = []
+        for precision in list(self.loaded):
+            with self._locks[precision]:
+                if self.loaded.pop(precision, None) is not None:
+                    self.unloaded[precision] = why
+                    dropped.append(precision)
+        return dropped
 
     def weights(self, precision: str) -> str | None:
         """What the precision's graphs hold (``LLM int4 (block 32), encoder ..., heads ...``),
@@ -171,6 +188,10 @@ class Recogniser:
                 except ArtifactError as exc:  # it could not be fetched or loaded
                     raise ValueError(str(exc)) from exc  # it says to type the transcript instead
             return self.loaded
+
+    def unload(self) -> None:
+        with self._lock:
+            self.loaded = None
 
 
 def graphs_size(root: Path, graphs: dict[str, GraphEntry]) -> int:

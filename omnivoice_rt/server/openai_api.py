@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 import anyio
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from starlette.requests import ClientDisconnect
 
 from omnivoice_rt import captions
@@ -49,11 +49,12 @@ from omnivoice_rt.request import (
 )
 from omnivoice_rt.request import Request as SynthesisRequest
 from omnivoice_rt.server.api_errors import ApiError, api_error
+from omnivoice_rt.server.metrics import CONTENT_TYPE as METRICS_TYPE
 from omnivoice_rt.server.serving import Service, resolve_seed
-from omnivoice_rt.server.voices import AUTO_VOICE, DESIGNED_VOICES, VoiceLibrary
 from omnivoice_rt.server.voices_api import voice_routes
 from omnivoice_rt.text.instructs import resolve_instruct
 from omnivoice_rt.text.languages import quoted
+from omnivoice_rt.voices import AUTO_VOICE, DESIGNED_VOICES, VoiceLibrary
 
 logger = logging.getLogger(__name__)
 
@@ -217,25 +218,10 @@ class OpenAIDoor:
 
         @router.post("/audio/speech")
         async def speech(request: Request):
-            self.check_key(request)
-            body = await read_json(request, json_only=True)
-            stopped = threading.Event()  # the client went away: what is under way for it stops
             try:
-                # in a thread, which waits for the text normalization worker (seconds for a long text)
-                async with watching(request.receive, stopped):
-                    parsed = await anyio.to_thread.run_sync(self.parse, body, stopped.is_set)
-            except Exception as exc:  # noqa: BLE001 - a full worker line, a client gone: in OpenAI's words
-                raise api_error(exc) from exc
-            job = SpeechJob(self.service, parsed, stopped)
-            # Waiting for a turn holds a thread: these come from the door's own pool, never Gradio's.
-            # A client that leaves meanwhile stops it: out of the line, or at the next step.
-            try:
-                async with watching(request.receive, job.stopped):
-                    await anyio.to_thread.run_sync(job.start, limiter=self.waiting_threads)
-                return SpeechResponse(job)  # which closes the job when it ends
-            except BaseException:
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(job.close)  # the turn in the line goes back
+                return await self.speech(request)
+            except BaseException as exc:  # counted here; answered by the handler in install()
+                self.service.metrics.ended("openai", exc)
                 raise
 
         @router.get("/models")
@@ -256,9 +242,40 @@ class OpenAIDoor:
 
         return router
 
+    async def speech(self, request: Request) -> SpeechResponse:
+        """POST /v1/audio/speech: the audio, streamed as it is made; an ``ApiError`` before it.
+        The request is counted as ended when its response ends (``SpeechJob``)."""
+        self.check_key(request)
+        body = await read_json(request, json_only=True)
+        stopped = threading.Event()  # the client went away: what is under way for it stops
+        try:
+            # in a thread, which waits for the text normalization worker (seconds for a long text)
+            async with watching(request.receive, stopped):
+                parsed = await anyio.to_thread.run_sync(self.parse, body, stopped.is_set)
+        except Exception as exc:  # noqa: BLE001 - a full worker line, a client gone: in OpenAI's words
+            raise api_error(exc) from exc
+        job = SpeechJob(self.service, parsed, stopped)
+        # Waiting for a turn holds a thread: these come from the door's own pool, never Gradio's.
+        # A client that leaves meanwhile stops it: out of the line, or at the next step.
+        try:
+            async with watching(request.receive, job.stopped):
+                await anyio.to_thread.run_sync(job.start, limiter=self.waiting_threads)
+            return SpeechResponse(job)  # which closes the job when it ends
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(job.close)  # the turn in the line goes back
+            raise
+
+    async def metrics(self, request: Request) -> Response:
+        """GET /metrics: the server's metrics in Prometheus' text format (``server/metrics.py``),
+        behind the API key where one is set, as /v1 is."""
+        self.check_key(request)
+        return Response(self.service.metrics.scrape(), media_type=METRICS_TYPE)
+
     def install(self, app: FastAPI) -> None:
         app.include_router(self.router())
         app.include_router(voice_routes(self))
+        app.add_api_route("/metrics", self.metrics, methods=["GET"])
         app.add_middleware(SameSiteWrites)
 
         async def handler(_request, exc: ApiError):
@@ -280,10 +297,15 @@ class SpeechJob:
         self._pieces: Iterator | None = None
         self._first = None
         self.kept: str | None = None  # the id of this result's voice (Service.results)
+        self.load_seconds: float | None = None  # the model's load, where this request waited for it
+        self.started = False  # its first piece is made: the response's end counts it
+        self._counted = False
         self.body = self._body()  # runs when the response sends it
 
     def start(self) -> None:
         request = self.request
+        models = self.service.models
+        loading = request.precision not in models.loaded  # first use, or freed while idle
         try:
             prepared = self.service.prepared(
                 request.precision,
@@ -292,11 +314,14 @@ class SpeechJob:
                 should_stop=self.stopped.is_set,
             )
             voice, synthesis, _ = self._stack.enter_context(prepared)
+            if loading:
+                self.load_seconds = models.load_seconds.get(request.precision)
             self._pieces = voice.stream(
                 synthesis, sentences=request.sentences, should_stop=self.stopped.is_set
             )
             self._first = next(self._pieces)
             self.kept = self.service.results.add(self._first)  # its voice, to keep by this id
+            self.started = True
         except BaseException as exc:
             self._stack.close()
             raise api_error(exc) from exc
@@ -309,6 +334,7 @@ class SpeechJob:
         with ``captions``, one JSON object at the end (server-sent events: in the done event)."""
         request, sse = self.request, self.request.sse
         whole = request.captions and not sse  # one JSON object: the audio as one file
+        error: BaseException | None = Cancelled("the client went away")  # until it is all sent
         try:
             writer, placed, at = None, [], 0
             for piece in self._all_pieces():
@@ -322,6 +348,7 @@ class SpeechJob:
             data = writer.close()
             if whole:
                 yield captioned(data, request.response_format, writer.sample_rate, placed)
+                error = None
                 return
             yield from framed(data, sse)
             if sse:
@@ -336,14 +363,24 @@ class SpeechJob:
                 if request.captions:
                     done["captions"] = captions.as_json(placed)
                 yield sse_event(done)
-        except Cancelled:
+            error = None
+        except Cancelled as exc:
+            error = exc
             logger.info("a /v1/audio/speech client went away; its synthesis stopped")
         except Exception as exc:  # noqa: BLE001 - the status is sent; the stream ends early and the log says why
+            error = exc
             logger.error("/v1/audio/speech failed after its first piece: %s", exc)
             if sse:
                 yield sse_event({"type": "error", "error": {"message": api_error(exc).message}})
         finally:
             self._stack.close()
+            self._ended(error)
+
+    def _ended(self, error: BaseException | None) -> None:
+        """Count this request's end, once (``Metrics.ended``)."""
+        if not self._counted:
+            self._counted = True
+            self.service.metrics.ended("openai", error)
 
     def _all_pieces(self) -> Iterator:
         yield self._first
@@ -358,6 +395,8 @@ class SpeechJob:
             time.sleep(0.01)
         self.body.close()  # its finally gives the turn back
         self._stack.close()  # for a body never started (the client left before the first byte)
+        if self.started:  # else its refusal was counted as it was raised
+            self._ended(Cancelled("the client went away before the first byte"))
 
 
 class SpeechResponse(StreamingResponse):
@@ -377,6 +416,12 @@ class SpeechResponse(StreamingResponse):
                 "X-Text-Normalized": str(request.synthesis.normalized).lower(),
                 # POST /v1/audio/voices {"name", "result": this} keeps this result's voice
                 **({"X-Voice-Result": job.kept} if job.kept else {}),
+                # the seconds this request waited for the model to load (first use, or --idle-unload)
+                **(
+                    {"X-Model-Load-Seconds": f"{job.load_seconds:.2f}"}
+                    if job.load_seconds is not None
+                    else {}
+                ),
             },
         )
         self.job = job

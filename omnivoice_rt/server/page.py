@@ -42,11 +42,11 @@ from omnivoice_rt.model import Speech
 from omnivoice_rt.request import DOOR_PRESET, PRESETS, Request, door_request
 from omnivoice_rt.server.models import graphs_size, offered_precisions
 from omnivoice_rt.server.serving import DEFAULTS, Config, Service, resolve_seed
-from omnivoice_rt.server.voices import VoiceLibrary
 from omnivoice_rt.text import subtitles
 from omnivoice_rt.text.chunks import NONVERBAL_TAGS
 from omnivoice_rt.text.instructs import INSTRUCT_EXCLUSIVE
 from omnivoice_rt.text.languages import LANG_NAME_TO_ID, check_string, language_display_name
+from omnivoice_rt.voices import VoiceLibrary
 
 logger = logging.getLogger(__name__)
 
@@ -447,6 +447,40 @@ def with_defaults(handler: Callable, **defaults) -> Callable:
     return defaulted
 
 
+def counted(handler: Callable, metrics) -> Callable:
+    """``handler`` (a function, or a generator function: the page's pieces) with each call's end
+    counted as a request of the page's door (``Metrics.ended``); its signature kept for Gradio."""
+
+    def end(exc: BaseException) -> BaseException:  # a message the page wrote itself: bad input
+        plain = isinstance(exc, gr.Error) and exc.__cause__ is None
+        return ValueError(str(exc)) if plain else exc
+
+    if inspect.isgeneratorfunction(handler):
+
+        @functools.wraps(handler)
+        def pieces(*args, **kwargs):
+            try:
+                yield from handler(*args, **kwargs)
+            except BaseException as exc:
+                metrics.ended("page", end(exc))
+                raise
+            metrics.ended("page")
+
+        return pieces
+
+    @functools.wraps(handler)
+    def whole(*args, **kwargs):
+        try:
+            result = handler(*args, **kwargs)
+        except BaseException as exc:
+            metrics.ended("page", end(exc))
+            raise
+        metrics.ended("page")
+        return result
+
+    return whole
+
+
 class Handlers:
     """What the page's buttons and its API call. The API's handlers (``synthesize``, ``clone``...:
     the whole result at the end; their docstrings describe the MCP tools) and the page's
@@ -461,6 +495,8 @@ class Handlers:
             setattr(self, name, with_defaults(getattr(self, name), precision=default))
         self.synthesize_page = self.page_twin(self.synthesize)
         self.clone_page = self.page_twin(self.clone)
+        for name in ("synthesize", "clone", "dub", "synthesize_page", "clone_page"):
+            setattr(self, name, counted(getattr(self, name), service.metrics))
 
     def synthesize(
         self,
@@ -666,7 +702,7 @@ class Handlers:
         """
         if not ref_audio:
             return ""
-        with as_messages():
+        with as_messages(), self.service.in_use():
             recogniser = self.service.recogniser.get(progress)
             with self.service.slot(progress, should_stop=abandoned()):
                 progress(0.5, desc="Transcribing the reference")

@@ -16,6 +16,7 @@ artifacts, ``Busy`` when the line is full; each door words them in its own proto
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import logging
 import random
@@ -37,6 +38,7 @@ from omnivoice_rt.request import (
 )
 from omnivoice_rt.server.line import Line
 from omnivoice_rt.server.memory import release_memory
+from omnivoice_rt.server.metrics import Measured, Metrics
 from omnivoice_rt.server.models import Models, Recogniser
 from omnivoice_rt.server.normalizing import TextReader
 from omnivoice_rt.speech import Speech
@@ -75,6 +77,8 @@ class Config:
     asr_model: str | None = None
     # requests waiting in line, all doors together; more are turned away
     max_waiting: int = MAX_WAITING
+    # free the models after this many seconds without a request (None: keep them)
+    idle_unload: float | None = None
 
 
 def resolve_seed(seed, randomize: bool) -> int:
@@ -169,12 +173,17 @@ class Service:
         self.results = KeptVoices()
         self.recogniser = Recogniser(config.asr_model)
         self.reader = TextReader(config.max_waiting)
+        self.metrics = Metrics(self)
+        self.stopping = False  # SIGTERM came: no new request (server.lifecycle)
+        self.working = 0  # requests between their load and the end of their turn
+        self._last_used = time.monotonic()
+        self._use = threading.Lock()
 
     def health(self) -> dict:
-        """What ``GET /health`` answers: the line (served now, waiting, its bounds) and the
-        precisions offered and loaded; nothing about requests or files."""
+        """What ``GET /health`` answers: the line (served now, waiting, its bounds), the
+        precisions offered and loaded, the idle unload; nothing about requests or files."""
         return {
-            "status": "ok",
+            "status": "stopping" if self.stopping else "ok",
             "serving": self.line.serving,
             "waiting": self.line.waiting,
             "slots": self.line.slots,
@@ -187,7 +196,48 @@ class Service:
                 for precision, voice in sorted(self.models.loaded.items())
             },
             "text_pieces_read": self.reader.pieces_read,
+            # --idle-unload: its seconds (None: off), the seconds since a request last worked,
+            # and whether the models were freed for it (the next request loads them again)
+            "idle_unload": self.config.idle_unload,
+            "idle_s": round(time.monotonic() - self._last_used, 1) if not self.working else 0.0,
+            "unloaded": bool(self.models.unloaded) and not self.models.loaded,
         }
+
+    @contextlib.contextmanager
+    def in_use(self):
+        """A request's use of the models (its load, its turn): no idle unload meanwhile."""
+        with self._use:
+            self.working += 1
+        try:
+            yield
+        finally:
+            with self._use:
+                self.working -= 1
+                self._last_used = time.monotonic()
+
+    def unload_if_idle(self, seconds: float) -> bool:
+        """Free the models and the recogniser if nothing has used them for ``seconds`` (and
+        nothing uses them now); whether it did. The next request loads them again."""
+        with self._use:
+            idle = time.monotonic() - self._last_used
+            if self.working or idle < seconds or not (self.models.loaded or self.recogniser.loaded):
+                return False
+            freed = self.models.unload(f"freed after {idle:.0f} s without a request")
+            self.recogniser.unload()
+            gc.collect()  # the sessions' last references, if a cycle holds them
+        release_memory()
+        self.metrics.unloads.inc()
+        logger.info(
+            "idle for %.0f s: freed %s and the recogniser", idle, ", ".join(freed) or "no model"
+        )
+        return True
+
+    def stop(self) -> None:
+        """SIGTERM: take no new request (the line turns newcomers away, ``errors.Stopping``);
+        those under way go on."""
+        self.stopping = True
+        self.line.close()
+        logger.info("stopping: no new request; %d under way", self.working)
 
     def normalizer(self, should_stop=None):
         """How a request of this server reads its numbers as words (``Request``'s
@@ -210,7 +260,9 @@ class Service:
             if on_wait is not None:
                 on_wait(ahead)
 
+        queued = time.perf_counter()
         with self.line.turn(waiting, should_stop):
+            self.metrics.line_wait.observe(time.perf_counter() - queued)
             try:
                 yield
             finally:
@@ -225,9 +277,14 @@ class Service:
         now); yields (voice, request, reused) for the block, which does the synthesis in its turn.
         ``should_stop()``: the client went away; the request leaves the line (:class:`Cancelled`)."""
         reference = (request.ref_audio, request.ref_text, request.language)
+        arrived = time.perf_counter()
         with self.reference(precision, *reference, progress, on_wait, should_stop) as ready:
             voice, prompt, reused = ready
-            yield voice, request if prompt is None else request.with_prompt(prompt), reused
+            measured, turn = Measured(voice), time.perf_counter()  # for the metrics
+            try:
+                yield measured, request if prompt is None else request.with_prompt(prompt), reused
+            finally:
+                self.metrics.synthesized(measured, arrived, turn)
 
     @contextlib.contextmanager
     def reference(
@@ -242,14 +299,15 @@ class Service:
     ):
         """A turn in the line with ``ref_audio`` (if any) encoded: yields (voice, voice prompt or
         None, whether it was reused); the speech recogniser is loaded first if it must transcribe."""
-        voice = self.models.get(precision, progress)
-        if ref_audio is not None and not (ref_text or "").strip():
-            voice.asr = self.recogniser.get(progress)  # the server's one recogniser
-        with self.slot(progress, on_wait, should_stop):
-            if ref_audio is None:
-                yield voice, None, False
-            else:
-                yield voice, *self.prompts.get(voice, ref_audio, ref_text, language)
+        with self.in_use():  # from the load on: no idle unload
+            voice = self.models.get(precision, progress)
+            if ref_audio is not None and not (ref_text or "").strip():
+                voice.asr = self.recogniser.get(progress)  # the server's one recogniser
+            with self.slot(progress, on_wait, should_stop):
+                if ref_audio is None:
+                    yield voice, None, False
+                else:
+                    yield voice, *self.prompts.get(voice, ref_audio, ref_text, language)
 
     def preload(self, precision: str) -> threading.Thread:
         """Load ``precision``, then the speech recogniser, in the background; requests wait for these loads."""

@@ -24,8 +24,8 @@ from starlette.requests import ClientDisconnect
 from omnivoice_rt.limits import MAX_TRANSCRIPT_CHARS, UPLOAD_TIMEOUT_S
 from omnivoice_rt.server.api_errors import ApiError, api_error
 from omnivoice_rt.server.serving import ResultGone
-from omnivoice_rt.server.voices import VoiceEntry, VoiceNameError
 from omnivoice_rt.voice_prompt import VoicePrompt
+from omnivoice_rt.voices import VoiceEntry, VoiceNameError
 
 MAX_VOICE_UPLOAD = 20 << 20  # a recording of a voice: the page's upload limit (limits.MAX_UPLOAD)
 FORM_FIELDS = ("name", "language", "instruct", "result", "transcript", "audio", "prompt")

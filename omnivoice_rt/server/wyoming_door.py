@@ -51,7 +51,7 @@ from wyoming.tts import (
 
 from omnivoice_rt import __version__
 from omnivoice_rt.audio.formats import pcm16
-from omnivoice_rt.errors import ArtifactError, Busy, Cancelled, SynthesisError
+from omnivoice_rt.errors import ArtifactError, Busy, Cancelled, Stopping, SynthesisError
 from omnivoice_rt.limits import (
     MAX_TEXT_CHARS,
     MAX_WYOMING_CONNECTIONS,
@@ -69,12 +69,12 @@ from omnivoice_rt.request import (
 )
 from omnivoice_rt.server.connections import closed_connection, refused_connection
 from omnivoice_rt.server.serving import Service, resolve_seed
-from omnivoice_rt.server.voices import VoiceLibrary
 from omnivoice_rt.text.chunks import complete_sentences
 from omnivoice_rt.text.durations import estimate_frames
 from omnivoice_rt.text.languages import LANG_IDS, TAG_ALIASES, resolve_language
 from omnivoice_rt.text.markup import pause_seconds
 from omnivoice_rt.voice_prompt import VoicePrompt
+from omnivoice_rt.voices import VoiceLibrary
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +112,8 @@ def error_event(exc: Exception) -> Event:
     """The runtime's error vocabulary as a Wyoming ``error`` event."""
     if isinstance(exc, WyomingError):
         return Error(text=exc.text, code=exc.code).event()
+    if isinstance(exc, Stopping):
+        return Error(text=str(exc), code="stopping").event()
     if isinstance(exc, Busy):
         return Error(text=str(exc), code="busy").event()
     if isinstance(exc, ArtifactError):
@@ -263,6 +265,7 @@ class Connection(AsyncEventHandler):
         self.stream: dict | None = None  # a text stream under way: voice, options, text so far
         self.answering = False  # an event is being answered (its speech made)
         self.heard = self.loop.time()  # when the client last sent an event, or was last answered
+        self.frame_rate = 25.0  # the model's codes per second, as the last synthesis read it
 
     async def handle_event(self, event: Event) -> bool:  # the base class's; run() is ours
         return True
@@ -340,16 +343,20 @@ class Connection(AsyncEventHandler):
     async def answer(self) -> None:
         while (event := await self.events.get()) is not None and not self.stopped.is_set():
             self.answering = True
+            metrics = self.door.service.metrics
             try:
                 await self.handle(event)
-            except Cancelled:
+            except Cancelled as exc:
+                metrics.ended("wyoming", exc)
                 logger.info("a Wyoming client went away; its synthesis stopped")
                 return
             except Exception as exc:  # noqa: BLE001 - every refusal in the protocol's words
                 if isinstance(exc, ConnectionError) or self.writer.is_closing():
                     self.stopped.set()  # the client is gone: nobody to tell
+                    metrics.ended("wyoming", Cancelled("the client went away"))
                     logger.info("a Wyoming client went away; its answer stopped")
                     return
+                metrics.ended("wyoming", exc)
                 await self.write_event(error_event(exc))
             finally:
                 self.answering, self.heard = False, self.loop.time()
@@ -436,9 +443,11 @@ class Connection(AsyncEventHandler):
                 text=first.metadata["text"],
                 rms=float(np.sqrt(np.mean(np.square(first.waveform)))),
             )
-            models = self.door.service.models
-            frame_rate = models.loaded[models.default].frame_rate
-            stream["voice"] = {**stream["voice"], "voice_prompt": prompt, "frame_rate": frame_rate}
+            stream["voice"] = {
+                **stream["voice"],
+                "voice_prompt": prompt,
+                "frame_rate": self.frame_rate,
+            }
 
     async def speak(self, text: str, voice: dict, options: dict):
         """audio-start, the audio as it is made, audio-stop; returns the first piece."""
@@ -463,6 +472,7 @@ class Connection(AsyncEventHandler):
                     )
                     await self.write_event(chunk.event())
             await self.write_event(AudioStop().event())
+            self.door.service.metrics.ended("wyoming")
         except Exception:
             if first is not None and not self.writer.is_closing():  # the audio ends here
                 with contextlib.suppress(Exception):
@@ -481,6 +491,7 @@ class Connection(AsyncEventHandler):
                     self.door.service.models.default, request, should_stop=self.stopped.is_set
                 )
             )
+            self.frame_rate = voice.frame_rate  # a stream's later sentences' lengths need it
             return stack, voice.stream(synthesis, sentences=True, should_stop=self.stopped.is_set)
         except BaseException:
             stack.close()

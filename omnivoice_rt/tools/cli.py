@@ -99,7 +99,7 @@ def cmd_dub(args) -> int:
     options = {name: value for name, value in options.items() if value is not None}
     library, speakers = None, None
     if args.voices or args.voice:
-        from omnivoice_rt.server.voices import VoiceLibrary
+        from omnivoice_rt.voices import VoiceLibrary
 
         library = VoiceLibrary(args.voices)
     if args.voice:

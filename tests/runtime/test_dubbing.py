@@ -191,7 +191,7 @@ def test_a_cue_that_cannot_fit_is_reported_and_nothing_is_made(voice):
 
 
 def test_name_prefixes_speak_in_library_voices(voice, tmp_path):
-    from omnivoice_rt.server.voices import VoiceLibrary
+    from omnivoice_rt.voices import VoiceLibrary
 
     library = VoiceLibrary(tmp_path, writable=True)
     library.add_design("narrator", "male, low pitch")

@@ -1,4 +1,4 @@
-"""The voice library (``omnivoice_rt/server/voices.py``) on a real folder: what it lists, what it refuses, and
+"""The voice library (``omnivoice_rt/voices.py``) on a real folder: what it lists, what it refuses, and
 what it leaves on disk when writes fail or race. Its HTTP and Wyoming doors: tests/server/test_wyoming.py."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import threading
 import numpy as np
 import pytest
 
-from omnivoice_rt.server import voices as voices_module
-from omnivoice_rt.server.voices import BUILTIN, VoiceLibrary
+from omnivoice_rt import voices as voices_module
 from omnivoice_rt.voice_prompt import VoicePrompt
+from omnivoice_rt.voices import BUILTIN, VoiceLibrary
 
 
 def prompt(frames: int = 50) -> VoicePrompt:

@@ -21,8 +21,8 @@ from omnivoice_build.equivalence import write_reference
 from omnivoice_rt.audio.formats import pcm16
 from omnivoice_rt.model import OmniVoiceONNX
 from omnivoice_rt.request import DOOR_PRESET, Request
-from omnivoice_rt.server.voices import DESIGNED_VOICES
 from omnivoice_rt.voice_prompt import VoicePrompt
+from omnivoice_rt.voices import DESIGNED_VOICES
 from tests.conftest import free_port, in_arrival_order, running_app, save_narrator
 
 KEY = "sk-test-wyoming"
