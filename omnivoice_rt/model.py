@@ -130,16 +130,20 @@ class OmniVoiceONNX:
                 root, precision, providers, verify, threads, overrides, manifest, kernel
             )
 
-        if KERNELS[kernel].rounding is None:
-            graphs, codec = load(kernel, overrides)
-        else:
+        failure = None  # why the integer GEMM's graphs could not be had, or loaded
+        if KERNELS[kernel].rounding is not None:
             try:
                 rewritten = integer_graphs(root, manifest, precision, overrides, kernel)
                 graphs, codec = load(kernel, {**overrides, **rewritten})
             except (ArtifactError, RewriteError) as exc:
-                kernel, why = fallback_matmul(llm, threads), f"{kernel} could not be had: {exc}"
+                failure = exc
+        if KERNELS[kernel].rounding is None or failure is not None:
+            fallback = fallback_matmul(llm, threads) if failure is not None else kernel
+            # what is wrong beyond the rewrite (a missing codec...) is raised here, as it is
+            graphs, codec = load(fallback, overrides)
+            if failure is not None:
+                kernel, why = fallback, f"{kernel} could not be had: {failure}"
                 logger.warning("the LLM multiplies with MatMulNBits (%s): %s", kernel, why)
-                graphs, codec = load(kernel, overrides)
         voice = cls(root, precision, graphs, codec, manifest)
         voice.repaired_llm = overrides.get("llm_decoder")
         voice.matmul = (kernel, why)

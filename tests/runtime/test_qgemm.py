@@ -386,3 +386,18 @@ def test_smoothing_takes_channel_outliers_off_the_rounding(
     monkeypatch.setenv("OMNIVOICE_SMOOTH", "yes")
     with pytest.raises(ValueError, match=r"OMNIVOICE_SMOOTH='yes': use 1 .* or 0"):
         OmniVoiceONNX.load(cpu_artifacts, "int4", matmul="qgemm-row")
+
+
+def test_a_folder_without_its_codec_is_told_so_without_a_kernel_fallback(
+    cpu_artifacts, hf_home, tmp_path, caplog
+):
+    """What is wrong beyond the rewrite (here: no audio_tokenizer/) is the load's one error; the
+    integer GEMM is not blamed for it ("qgemm-row could not be had: ..." was logged
+    before the same error was raised)."""
+    from omnivoice_rt.errors import ArtifactError
+
+    folder = tmp_path / "no-codec"
+    shutil.copytree(cpu_artifacts, folder, ignore=shutil.ignore_patterns("audio_tokenizer"))
+    with pytest.raises(ArtifactError, match="missing or corrupt: audio_tokenizer"):
+        OmniVoiceONNX.load(folder, "int4", matmul="qgemm-row")
+    assert not [r for r in caplog.records if "could not be had" in r.getMessage()]
