@@ -313,14 +313,15 @@ class Service:
         """Load ``precision``, then the speech recogniser, in the background; requests wait for these loads."""
 
         def run() -> None:
-            try:
-                self.models.get(precision)
-            except Exception as exc:  # noqa: BLE001 - kept in activity; a request will try again
-                logger.warning("preloading %s failed: %s", precision, exc)
-            try:
-                self.recogniser.get()
-            except Exception as exc:  # noqa: BLE001 - a request that needs it says why
-                logger.warning("the speech recogniser is not available: %s", exc)
+            with self.in_use():  # the idle time of --idle-unload starts when the loads end
+                try:
+                    self.models.get(precision)
+                except Exception as exc:  # noqa: BLE001 - kept in activity; a request tries again
+                    logger.warning("preloading %s failed: %s", precision, exc)
+                try:
+                    self.recogniser.get()
+                except Exception as exc:  # noqa: BLE001 - a request that needs it says why
+                    logger.warning("the speech recogniser is not available: %s", exc)
 
         thread = threading.Thread(target=run, name=f"preload-{precision}", daemon=True)
         thread.start()

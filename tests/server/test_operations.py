@@ -114,18 +114,17 @@ def health(url: str) -> dict:
 def test_idle_unload_frees_the_models_and_the_next_request_loads_them_again(
     cpu_artifacts, tiny_whisper, tmp_path
 ):
-    """--idle-unload 2: the models and the recogniser go after 2 s without a request (/health
+    """--idle-unload 3: the models and the recogniser go after 3 s without a request (/health
     says so, the process' resident memory falls), and the next request loads them again: its
     answer says how long that took and is the audio it was before."""
     args = ["--artifacts", str(cpu_artifacts), "--asr-model", str(tiny_whisper)]
-    args += ["--idle-unload", "2"]
+    args += ["--idle-unload", "3"]
     with running_app(args, tmp_path / "server.log", HF_HUB_OFFLINE="1") as url:
-        wait_for(lambda: health(url)["loaded"] == ["int4"], "the preload")
-        first = speech(url, "Loaded and then freed.", seed=4)
-        assert first.status_code == 200 and "X-Model-Load-Seconds" not in first.headers
-        resident = app_process(url).memory_info().rss
+        first = speech(url, "Loaded and then freed.", seed=4)  # loaded (or loading) as it starts
+        assert first.status_code == 200
+        resident = app_process(url).memory_info().rss  # within the 3 s: still loaded
         state = wait_for(lambda: (h := health(url))["unloaded"] and h, "the idle unload")
-        assert state["loaded"] == [] and state["idle_unload"] == 2.0 and state["idle_s"] >= 2
+        assert state["loaded"] == [] and state["idle_unload"] == 3.0 and state["idle_s"] >= 3
         freed = app_process(url).memory_info().rss
         again = speech(url, "Loaded and then freed.", seed=4)
         assert again.status_code == 200
