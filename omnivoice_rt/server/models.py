@@ -67,7 +67,7 @@ def heads_of(source: str | None, precision: str) -> str:
         graphs = load_manifest(folder).profile(precision).graphs
         return weights_of(safe_join(folder, graphs["audio_heads_decoder"].file))
     except (ArtifactError, KeyError, OSError, ValueError) as exc:
-        logger.info("what the %s heads hold is unknown (%s)", precision, exc)
+        logger.debug("what the %s heads hold is unknown (%s)", precision, exc)
         return ""
 
 
