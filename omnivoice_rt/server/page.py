@@ -402,7 +402,7 @@ def page_cues(path) -> list[subtitles.Cue]:
     if not path:
         raise refused("Upload a subtitle file (.srt or .vtt) to dub first.")
     with as_messages():
-        cues = subtitles.read(path)
+        cues = subtitles.read(path, subtitles.sniffed(path))
     spoken = [cue for cue in cues if cue.text.strip()]
     chars, end = sum(len(cue.text) for cue in spoken), max((cue.end for cue in cues), default=0)
     if len(spoken) > MAX_SEGMENTS or chars > MAX_TEXT_CHARS or end > MAX_DURATION_S:
@@ -807,7 +807,7 @@ class Handlers:
         """Dub a subtitle file: each cue spoken in its window and placed at its start time, in one track as long as the last cue.
 
         Args:
-            subtitles_file: An .srt or .vtt file (UTF-8), at most 200 cues, 10,000 characters and 600 s here.
+            subtitles_file: An .srt or .vtt file (UTF-8; its format by its name, else by its first line), at most 200 cues, 10,000 characters and 600 s here: an http(s) URL, a data: URI, or the path POST /gradio_api/upload returned.
             language: The cues' language by name ("English") or code ("en"); "Auto" detects it.
             instruct: The voice as voice-design items ("female, low pitch"); empty: the model chooses, and keeps its first cue's voice for the rest.
             voice: A voice of the server's library by name (instead of the instruct), or empty.
@@ -1128,9 +1128,8 @@ def build_demo(
                 clone_button = gr.Button("Generate", variant="primary", elem_id="clone-generate")
             with gr.Tab("Dubbing", id="dub"):
                 gr.Markdown(DUB_TIPS)
-                dub_file = gr.File(
+                dub_file = gr.File(  # any file type: an MCP client's data: URI has no name
                     label="Subtitles (.srt or .vtt)",
-                    file_types=[".srt", ".vtt"],
                     type="filepath",
                     elem_id="dub-subtitles",
                 )

@@ -54,10 +54,22 @@ def format_of(path: str | Path) -> str:
     return kind
 
 
-def read(path: str | Path) -> list[Cue]:
-    """The cues of a subtitle file (its format from its name), bounded before it is read."""
+def sniffed(path: str | Path) -> str:
+    """The format of a file that may come without its name (an MCP client's ``data:`` URI, saved
+    under a name of Gradio's): its name's where that says one, else WebVTT where its first line
+    says WEBVTT, else SRT (whose parser then names what is wrong)."""
+    if Path(path).suffix.lower().lstrip(".") in FORMATS:
+        return format_of(path)
+    with open(path, "rb") as file:
+        head = file.read(16).decode("utf-8-sig", errors="replace")
+    return "vtt" if head.startswith("WEBVTT") else "srt"
+
+
+def read(path: str | Path, kind: str | None = None) -> list[Cue]:
+    """The cues of a subtitle file (of ``kind``; None: the format its name says), bounded before
+    it is read."""
     path = Path(path)
-    kind = format_of(path)
+    kind = kind or format_of(path)
     size = path.stat().st_size
     if size > MAX_SUBTITLE_BYTES:
         raise SubtitleError(

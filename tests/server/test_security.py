@@ -336,3 +336,29 @@ def test_the_server_will_not_start_if_gradio_would_copy_any_file():
         check_file_guard(demo)  # not marked launched: Gradio checks nothing
     demo.has_launched = True
     check_file_guard(demo)
+
+
+def test_mcp_dubs_a_subtitle_file_sent_as_a_data_uri_or_an_upload(server, tmp_path):
+    """``dub`` over MCP: a data: URI (saved under a name of Gradio's, no .srt) is read by its
+    first line, as an uploaded .vtt is by its name; each result is a track and its captions."""
+    import base64
+
+    url, _, _ = server
+    srt = "1\n00:00:00,500 --> 00:00:02,000\nGood evening.\n"
+    vtt = tmp_path / "film.vtt"
+    vtt.write_text("WEBVTT\n\n00:00.500 --> 00:02.000\nGood evening.\n", encoding="utf-8")
+    uploaded = httpx.post(f"{url}/gradio_api/upload", files={"files": open(vtt, "rb")}).json()[0]
+    data = "data:application/x-subrip;base64," + base64.b64encode(srt.encode()).decode()
+    fast = {"language": "English", "num_step": 4, "seed": 1, "randomize_seed": False}
+    results = mcp_calls(
+        url,
+        [
+            ("dub", {"subtitles_file": data, **fast}),
+            ("dub", {"subtitles_file": uploaded, **fast}),
+            ("dub", {"subtitles_file": "data:text/plain;base64,bm90IGN1ZXM=", **fast}),
+        ],
+    )
+    for result in results[:2]:
+        assert not result.isError, text_of(result)
+        assert "1 cues in 2.00 s of track" in text_of(result) and ".srt" in text_of(result)
+    assert results[2].isError and "cue 1 (line 1)" in text_of(results[2])
