@@ -38,6 +38,9 @@ from omnivoice_rt.voice_prompt import VoicePrompt
 logger = logging.getLogger(__name__)
 
 AUTO_VOICE = "auto"  # the model chooses the voice
+# A writer's half-made files older than this are a dead writer's (removed as a library opens);
+# younger ones may be another process's at work on the same folder
+STALE_WRITE_S = 600.0
 # Named voice designs (OpenAI's voice names): a voice of the kind described, not the same voice.
 DESIGNED_VOICES = {
     "alloy": "female, middle-aged, moderate pitch",
@@ -298,16 +301,26 @@ class VoiceLibrary:
 
     def _clean(self) -> None:
         """Remove what writers that died half-way left: temporary files, and a clone's details
-        without its prompt (as the server starts, when no writer of its own is at work)."""
-        for stale in self.folder.glob(".incoming-*"):
+        without its prompt (as the server starts). Only what is older than ``STALE_WRITE_S``:
+        another process sharing the folder (a second server, a replica) may be writing now."""
+        before = time.time() - STALE_WRITE_S
+
+        def stale(path: Path) -> bool:
             with contextlib.suppress(OSError):
-                stale.unlink()
+                return path.stat().st_mtime < before
+            return False
+
+        for left in self.folder.glob(".incoming-*"):
+            if stale(left):
+                with contextlib.suppress(OSError):
+                    left.unlink()
         for details in self.folder.glob("*.json"):
             if details.with_suffix(".npz").exists() or not self._is_name(details.stem):
                 continue
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 if (
-                    details.stat().st_size <= MAX_DETAILS_BYTES
+                    stale(details)
+                    and details.stat().st_size <= MAX_DETAILS_BYTES
                     and json.loads(details.read_text(encoding="utf-8")).get("kind") == "clone"
                 ):
                     details.unlink()

@@ -3,7 +3,9 @@ what it leaves on disk when writes fail or race. Its HTTP and Wyoming doors: tes
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -129,7 +131,13 @@ def test_a_failed_write_leaves_nothing_and_the_library_is_bounded(tmp_path, monk
     (tmp_path / ".incoming-abc.npz").write_bytes(b"left by a writer that died")
     (tmp_path / "orphan.json").write_text('{"kind": "clone"}')  # a clone whose prompt never came
     assert [entry.name for entry in library.saved()] == ["a", "b"]
-    VoiceLibrary(tmp_path, writable=True)  # cleans what such writers left
+    # as young as another process's writes under way (a second server on the folder): kept
+    VoiceLibrary(tmp_path, writable=True)
+    assert files(tmp_path) == [".incoming-abc.npz", "a.json", "b.json", "orphan.json", "partial"]
+    old = time.time() - voices_module.STALE_WRITE_S - 1
+    for name in (".incoming-abc.npz", "orphan.json"):
+        os.utime(tmp_path / name, (old, old))
+    VoiceLibrary(tmp_path, writable=True)  # cleans what writers that died left
     assert files(tmp_path) == ["a.json", "b.json", "partial"]
 
 
