@@ -19,6 +19,12 @@ class Stopping(Busy):
     """The server is stopping (SIGTERM): it takes no new request; try again shortly, here once it is
     back or on another replica."""
 
+    def __init__(
+        self,
+        message: str = "The server is stopping and takes no new request: try again in a minute.",
+    ):
+        super().__init__(message)
+
 
 class Cancelled(Exception):
     """The request was abandoned (its page closed, its client went away); synthesis stopped at the next step."""

@@ -130,19 +130,17 @@ class OmniVoiceONNX:
                 root, precision, providers, verify, threads, overrides, manifest, kernel
             )
 
-        failure = None  # why the integer GEMM's graphs could not be had, or loaded
-        if KERNELS[kernel].rounding is not None:
+        if KERNELS[kernel].rounding is None:
+            graphs, codec = load(kernel, overrides)
+        else:
             try:
                 rewritten = integer_graphs(root, manifest, precision, overrides, kernel)
                 graphs, codec = load(kernel, {**overrides, **rewritten})
             except (ArtifactError, RewriteError) as exc:
-                failure = exc
-        if KERNELS[kernel].rounding is None or failure is not None:
-            fallback = fallback_matmul(llm, threads) if failure is not None else kernel
-            # what is wrong beyond the rewrite (a missing codec...) is raised here, as it is
-            graphs, codec = load(fallback, overrides)
-            if failure is not None:
-                kernel, why = fallback, f"{kernel} could not be had: {failure}"
+                fallback = fallback_matmul(llm, threads)
+                # what is wrong beyond the rewrite (a missing codec...) is raised here, as it is
+                graphs, codec = load(fallback, overrides)
+                kernel, why = fallback, f"{kernel} could not be had: {exc}"
                 logger.warning("the LLM multiplies with MatMulNBits (%s): %s", kernel, why)
         voice = cls(root, precision, graphs, codec, manifest)
         voice.repaired_llm = overrides.get("llm_decoder")

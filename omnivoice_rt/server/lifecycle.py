@@ -22,6 +22,7 @@ import time
 
 import uvicorn
 
+from omnivoice_rt.errors import Stopping
 from omnivoice_rt.server.api_errors import RETRY_AFTER_S
 
 logger = logging.getLogger(__name__)
@@ -30,7 +31,7 @@ STOPPING_BODY = json.dumps(
     {
         "status": "stopping",
         "error": {
-            "message": "The server is stopping and takes no new request: try again in a minute.",
+            "message": str(Stopping()),
             "type": "server_error",
             "param": None,
             "code": "server_stopping",

@@ -51,9 +51,7 @@ class Line:
         leaves the line, raising :class:`Cancelled`, and the ones behind it move up."""
         with self._lock:
             if self.closed:
-                raise Stopping(
-                    "The server is stopping and takes no new request: try again in a minute."
-                )
+                raise Stopping()
             if self._free and not self._waiting:
                 self._free, ticket, ahead = self._free - 1, None, 0
             elif len(self._waiting) >= self.max_waiting:

@@ -32,7 +32,6 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from omnivoice_rt.errors import ArtifactError, Busy, Cancelled, Stopping, SynthesisError
 
-DOORS = ("page", "openai", "wyoming")
 # How a request ended, from the runtime's error vocabulary (the first that matches)
 ENDS = (
     ((Cancelled, GeneratorExit), "cancelled"),  # its client went away

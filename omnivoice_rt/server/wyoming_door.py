@@ -265,7 +265,7 @@ class Connection(AsyncEventHandler):
         self.stream: dict | None = None  # a text stream under way: voice, options, text so far
         self.answering = False  # an event is being answered (its speech made)
         self.heard = self.loop.time()  # when the client last sent an event, or was last answered
-        self.frame_rate = 25.0  # the model's codes per second, as the last synthesis read it
+        self.frame_rate: float | None = None  # the model's codes a second, read as it speaks
 
     async def handle_event(self, event: Event) -> bool:  # the base class's; run() is ours
         return True
