@@ -122,6 +122,7 @@ def test_no_door_copies_or_serves_a_file_it_was_not_given(server, planted):
             ("clone", ["Hi.", None, "", given, "Auto", "int4", *settings]),
             ("save_voice_prompt", [given, "Hi.", "int4"]),
             ("transcribe", [given, "Auto"]),
+            ("dub", [given, "English"]),  # its File takes any type: the guard still refuses
         ):
             answer = api_call(url, name, data)
             assert "event: error" in answer, answer
@@ -144,6 +145,8 @@ def test_no_door_copies_or_serves_a_file_it_was_not_given(server, planted):
                 ("transcribe", {"ref_audio": str(target)}),
                 ("save_voice_prompt", {"ref_audio": own, "ref_text": "Hi."}),
                 ("transcribe", {"ref_audio": given}),  # a FileData object, not a string
+                ("dub", {"subtitles_file": str(target)}),
+                ("dub", {"subtitles_file": own}),
             ],
         )
         assert all(result.isError for result in results)
@@ -154,6 +157,8 @@ def test_no_door_copies_or_serves_a_file_it_was_not_given(server, planted):
     assert leaked(uploads) == []
     # No answer points at a copy, or says where the server runs.
     assert not [a for a in answers if str(uploads) in a or str(ROOT) in a], answers
+    # nor quotes what the file holds (a subtitle parser's error would quote its first line)
+    assert not [a for a in answers if MARK.decode() in a or KEY in a], answers
     for path in ("/etc/passwd", str(planted), f"{uploads}/../{planted.parent.name}/{planted.name}"):
         assert httpx.get(f"{url}/gradio_api/file={path}").status_code == 403
     for proxied in ("https://example.com/a.wav", "http%3A//127.0.0.1:1/x"):  # nobody's proxy
