@@ -1,5 +1,6 @@
 """``omnivoice-onnx-server`` and ``python -m omnivoice_rt.server``: the server's command line
-(``main.py``), or one line naming the extra to install where the server's packages are missing."""
+(``main.py``), and ``omnivoice-onnx-replicas`` (``replicas.py``); or one line naming the extra to
+install where their packages are missing."""
 
 from __future__ import annotations
 
@@ -24,6 +25,21 @@ def run(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+
+
+def replicas(argv: list[str] | None = None) -> int:
+    try:
+        from omnivoice_rt.server.replicas import main
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in SERVER_PACKAGES | {"ray", "grpc"}:
+            raise
+        print(
+            f"omnivoice-onnx-replicas: replicas need the 'server' and 'ray' extras ({exc.name} is "
+            "not installed): pip install 'omnivoice-onnx[server,ray]'",
+            file=sys.stderr,
+        )
+        return 2
+    return main(argv)
 
 
 if __name__ == "__main__":

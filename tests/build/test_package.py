@@ -27,7 +27,12 @@ from tests.conftest import ROOT, running_app
 
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 EXTRAS = PROJECT["optional-dependencies"]
-SCRIPTS = {"omnivoice-onnx", "omnivoice-onnx-server", "omnivoice-onnx-build"}
+SCRIPTS = {
+    "omnivoice-onnx",
+    "omnivoice-onnx-server",
+    "omnivoice-onnx-replicas",
+    "omnivoice-onnx-build",
+}
 
 
 def requirements(path: Path) -> set[str]:
@@ -210,6 +215,9 @@ def test_without_extras_the_library_and_its_cli_work_and_the_server_names_its_ex
     server = run(fresh, "omnivoice-onnx-server", "--help", cwd=tmp_path)
     assert server.returncode == 2 and "Traceback" not in server.stderr
     assert "pip install 'omnivoice-onnx[server]'" in server.stderr
+    replicas = run(fresh, "omnivoice-onnx-replicas", "--help", cwd=tmp_path)
+    assert replicas.returncode == 2 and "Traceback" not in replicas.stderr
+    assert "pip install 'omnivoice-onnx[server,ray]'" in replicas.stderr
 
     reference = tmp_path / "reference.wav"
     sf.write(reference, np.sin(np.arange(24000) / 12.0).astype(np.float32) * 0.3, 24000)

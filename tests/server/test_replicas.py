@@ -1,0 +1,268 @@
+"""Replicas on Ray Serve (``omnivoice_rt/server/replicas.py``, ``deploy/replicas.yaml``) on a real
+Ray cluster of two nodes on loopback, one CPU each, two replicas of one CPU, reached with the
+official ``openai`` client; the single-process server on the same artifacts is the reference."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import openai
+import psutil
+import pytest
+import yaml
+
+from tests.conftest import ROOT, free_port, running_app
+
+pytest.importorskip("ray.serve", reason="Ray Serve (the ray extra: ray[serve])")
+
+RAY = [sys.executable, "-m", "ray.scripts.scripts"]
+ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "OMNIVOICE_MATMUL": "fp32"}
+REPLICA = "ServeReplica:omnivoice:Model"  # a Model replica's process title
+TEXTS = [
+    f"Request number {n} is answered by whichever replica is free, word for word the same."
+    for n in range(8)
+]
+
+
+def replica_pids() -> set[int]:
+    return {
+        process.pid
+        for process in psutil.process_iter(["cmdline"])
+        if REPLICA in " ".join(process.info["cmdline"] or [])
+    }
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A Ray head and a second node on this machine, one CPU each; its address."""
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--disable-usage-stats"]
+    try:
+        subprocess.run(
+            [*RAY, "start", "--head", "--port", str(port), "--include-dashboard", "false", *common],
+            check=True,
+            env=ENV,
+            capture_output=True,
+            timeout=180,
+        )
+        subprocess.run(
+            [*RAY, "start", "--address", address, *common],
+            check=True,
+            env=ENV,
+            capture_output=True,
+            timeout=180,
+        )
+        yield address
+    finally:
+        subprocess.run([*RAY, "stop", "--force"], env=ENV, capture_output=True, timeout=120)
+
+
+def config_file(folder: Path, artifacts: Path, voices: Path, port: int, replicas: int = 2) -> Path:
+    """deploy/replicas.yaml with this test's artifacts, voices, port and replicas of one CPU."""
+    config = yaml.safe_load((ROOT / "deploy" / "replicas.yaml").read_text())
+    config["http_options"]["port"] = port
+    application = config["applications"][0]
+    application["runtime_env"]["env_vars"]["OMNIVOICE_MATMUL"] = "fp32"
+    application["args"].update(
+        artifacts=str(artifacts), voices=str(voices), asr_model="none", precision=None
+    )
+    model = next(d for d in application["deployments"] if d["name"] == "Model")
+    del model["autoscaling_config"]
+    model.update(num_replicas=replicas, ray_actor_options={"num_cpus": 1})
+    path = folder / f"replicas-{replicas}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def command(config: Path, address: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "omnivoice_rt.server.replicas", str(config), "--address", address],
+        cwd=ROOT,
+        env=ENV,
+        **kwargs,
+    )
+
+
+@pytest.fixture(scope="module")
+def deployed(cluster, cpu_artifacts, tmp_path_factory):
+    """The shipped config, deployed by ``omnivoice-onnx-replicas``: (URL, voice folder)."""
+    folder = tmp_path_factory.mktemp("replicas")
+    voices = folder / "voices"
+    voices.mkdir()
+    port = free_port()
+    log = folder / "replicas.log"
+    with open(log, "w") as out:
+        process = command(
+            config_file(folder, cpu_artifacts, voices, port),
+            cluster,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 300
+    while "serving on" not in log.read_text():
+        assert process.poll() is None and time.time() < deadline, log.read_text()[-3000:]
+        time.sleep(1)
+    try:
+        yield url, voices
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=120) == 0, log.read_text()[-3000:]
+
+
+@pytest.fixture(scope="module")
+def reference(cpu_artifacts, tmp_path_factory):
+    """Each text's wav from the single-process server, seed n for text n."""
+    log = tmp_path_factory.mktemp("single") / "server.log"
+    with running_app(["--artifacts", str(cpu_artifacts), "--asr-model", "none"], log) as url:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused")
+        return [speak(client, n)[0] for n in range(len(TEXTS))]
+
+
+def speak(client, n: int, voice: str = "alloy") -> tuple[bytes, str]:
+    """Text n with seed n: (wav bytes, the replica that answered)."""
+    raw = client.audio.speech.with_raw_response.create(
+        model="omnivoice",
+        voice=voice,
+        input=TEXTS[n],
+        response_format="wav",
+        extra_body={"seed": n},
+    )
+    return raw.content, raw.headers.get("x-replica", "")
+
+
+def client_of(url: str) -> openai.OpenAI:
+    # no retries: a failure is seen as it is; a hang is a timeout
+    return openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=180)
+
+
+def post(url: str, path: str, body: dict) -> tuple[int, dict, str]:
+    request = urllib.request.Request(
+        url + path, json.dumps(body).encode(), {"content-type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=120) as answer:
+            return answer.status, json.loads(answer.read()), answer.headers["x-replica"]
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read()), exc.headers.get("x-replica", "")
+
+
+def test_eight_clients_get_the_single_servers_audio_from_both_replicas(deployed, reference):
+    url, _ = deployed
+    client = client_of(url)
+    with concurrent.futures.ThreadPoolExecutor(len(TEXTS)) as pool:
+        answers = list(pool.map(lambda n: speak(client, n), range(len(TEXTS))))
+    for n, (audio, _) in enumerate(answers):
+        assert audio == reference[n], f"text {n} differs from the single-process server's"
+    served_by = {replica for _, replica in answers}
+    assert len(served_by) == 2 and "" not in served_by, served_by
+
+
+def test_a_voice_added_through_one_replica_is_used_through_the_other(deployed, reference):
+    url, voices = deployed
+    status, body, added_by = post(
+        url, "/v1/audio/voices", {"name": "keeper", "instruct": "female, low pitch"}
+    )
+    assert status == 201 and added_by, body
+    assert (voices / "keeper.json").is_file()
+    client = client_of(url)
+    # the ingress spreads requests at random: one of a few lands on the other replica
+    for _ in range(20):
+        audio, replica = speak(client, 0, voice="keeper")
+        assert audio[:4] == b"RIFF" and audio != reference[0]  # a designed voice, not alloy
+        if replica != added_by:
+            break
+    else:
+        pytest.fail(f"every request was answered by {added_by}")
+
+
+def test_a_killed_replica_leaves_no_request_hanging_and_comes_back(deployed, reference):
+    url, voices = deployed
+    client = client_of(url)
+    before = replica_pids()
+    assert len(before) == 2, before
+
+    def outcome(n: int):
+        try:
+            return speak(client, n)[0]
+        except openai.APIStatusError as exc:
+            return exc.status_code, exc.response.json()["error"]["code"]
+
+    with concurrent.futures.ThreadPoolExecutor(len(TEXTS) + 4) as pool:
+        speeches = [pool.submit(outcome, n) for n in range(len(TEXTS))]
+        designs = [
+            pool.submit(post, url, "/v1/audio/voices", {"name": f"v{n}", "instruct": "male"})
+            for n in range(4)
+        ]
+        time.sleep(0.5)  # every request taken, the first ones being made
+        victim = min(before)
+        psutil.Process(victim).send_signal(signal.SIGKILL)
+        # none hangs: each answers within the client's timeout, or this raises
+        answers = [speech.result(timeout=200) for speech in speeches]
+        added = [design.result(timeout=200) for design in designs]
+    for n, answer in enumerate(answers):
+        # answered (the same audio: a request cut by the death is made again elsewhere), or a
+        # clean 503 in OpenAI's shape
+        assert answer == reference[n] or answer == (503, "replica_unavailable"), (n, answer)
+    # the library holds only whole voices: each one listed reads, every voice added is listed
+    listed = json.loads(urllib.request.urlopen(f"{url}/v1/audio/voices", timeout=60).read())
+    names = {voice["id"] for voice in listed["data"]}
+    for n, (status, body, _) in enumerate(added):
+        assert status == 201 or status == 503, body
+        if status == 201:
+            assert f"v{n}" in names
+    for path in voices.glob("*.json"):
+        json.loads(path.read_text())
+    # Serve starts another replica, which answers
+    deadline = time.time() + 180
+    while not (len(replica_pids()) == 2 and victim not in replica_pids()):
+        assert time.time() < deadline, "Serve did not bring the replica back"
+        time.sleep(1)
+    seen = set()
+    while len(seen) < 2:
+        assert time.time() < deadline, f"only {seen} answered after the kill"
+        audio, replica = speak(client, 1)
+        assert audio == reference[1]
+        seen.add(replica)
+
+
+def test_the_command_says_in_one_line_what_is_wrong(cluster, cpu_artifacts, tmp_path):
+    port = free_port()
+    config = config_file(tmp_path, cpu_artifacts, tmp_path, port)
+    lines = {}
+    for case, path, address in [
+        ("no cluster", config, f"127.0.0.1:{free_port()}"),
+        ("too few CPUs", config_file(tmp_path, cpu_artifacts, tmp_path, port, 3), cluster),
+    ]:
+        run = command(path, address, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = run.communicate(timeout=300)
+        assert run.returncode == 2, (case, out, err)
+        lines[case] = [line for line in err.splitlines() if "omnivoice-onnx-replicas" in line]
+        assert len(lines[case]) == 1 and "Traceback" not in err, (case, err)
+    assert "ray start --head" in lines["no cluster"][0], lines
+    assert "take 3 CPUs and the cluster has 2" in lines["too few CPUs"][0], lines
+    assert "num_replicas" in lines["too few CPUs"][0], lines
+    # a setting the replicas do not know, before anything starts
+    wrong = yaml.safe_load(config.read_text())
+    wrong["applications"][0]["args"]["voice_dir"] = "/nowhere"
+    config.write_text(yaml.safe_dump(wrong))
+    run = subprocess.run(
+        [sys.executable, "-m", "omnivoice_rt.server.replicas", str(config), "--address", cluster],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 2 and "unknown replica setting voice_dir" in run.stderr, run.stderr
+    assert "the settings are artifacts" in run.stderr, run.stderr
