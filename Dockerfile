@@ -6,11 +6,13 @@
 #
 # BASE: any image with Python >= 3.10 and its venv module (Debian's python3 + python3-venv will
 # do: the tests make one with debootstrap). PIP_CERT: a CA bundle inside BASE for pip to trust,
-# where the build reaches PyPI through a proxy of its own (empty: pip's own).
+# where the build reaches PyPI through a proxy of its own (empty: pip's own). EXTRAS: the package's
+# extras (server,asr,ray for an image of Ray Serve replicas: docs/replicas.md).
 ARG BASE=python:3.12-slim
 FROM ${BASE}
 
 ARG PIP_CERT=
+ARG EXTRAS=server,asr
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
@@ -21,7 +23,7 @@ COPY pyproject.toml README.md LICENSE /src/
 COPY omnivoice_rt /src/omnivoice_rt
 RUN if [ -z "$PIP_CERT" ]; then unset PIP_CERT; fi \
     && python3 -m venv /opt/omnivoice \
-    && /opt/omnivoice/bin/pip install "/src[server,asr]" \
+    && /opt/omnivoice/bin/pip install "/src[${EXTRAS}]" \
     && rm -rf /src \
     && useradd --create-home --uid 1000 omnivoice \
     && mkdir -p /data /voices \

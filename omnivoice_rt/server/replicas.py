@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -202,17 +203,16 @@ class Front:
                 start = await stream.__anext__()
                 return Relayed(start, stream)
             except BackPressureError:
-                return refused(429, "server_busy", "Every replica's line is full; try again.")
+                # as one server's full line answers (api_errors.api_error of errors.Busy)
+                busy = "Every replica's line is full; try again shortly."
+                return ApiError(429, busy, code="server_busy", kind="rate_limit_error").response()
             except (RayActorError, DeploymentUnavailableError) as exc:
                 logger.warning("a replica failed before answering (try %d): %s", attempt + 1, exc)
             except BaseException:
                 stream.cancel()
                 raise
-        return refused(
-            503,
-            "replica_unavailable",
-            "The replica serving this request stopped; try again (Serve is starting another).",
-        )
+        gone = "The replica serving this request stopped; try again (Serve is starting another)."
+        return ApiError(503, gone, code="replica_unavailable", kind="server_error").response()
 
 
 class Relayed(Response):
@@ -250,11 +250,6 @@ async def read_body(request: Request) -> bytes:
     except ClientDisconnect:
         raise ApiError(400, "The client went away while sending its body.") from None
     return b"".join(chunks)
-
-
-def refused(status: int, code: str, message: str) -> Response:
-    """OpenAI's error shape, as the door's own errors (with Retry-After)."""
-    return ApiError(status, message, code=code, kind="server_error").response()
 
 
 def app(args: dict):
@@ -363,19 +358,15 @@ def answers(address: str) -> bool:
 
 
 def wait_running(names: list[str], timeout: float) -> None:
-    """Until every application runs; one line with Serve's reason if one fails to deploy."""
+    """Until every application runs; one line with the reason when one fails to deploy."""
     deadline = time.monotonic() + timeout
     while True:
         states = serve.status().applications
-        failed = [
-            (name, states[name])
-            for name in names
-            if states.get(name) and "FAIL" in states[name].status
-        ]
-        if failed:
-            name, state = failed[0]
-            reason = [line for line in (state.message or "").splitlines() if line.strip()]
-            raise ValueError(f"{name} failed to deploy: {reason[-1] if reason else state.status}")
+        for name in names:
+            state = states.get(name)
+            if state and "FAIL" in state.status:
+                messages = [state.message] + [d.message for d in state.deployments.values()]
+                raise ValueError(f"{name} failed to deploy: {reason(messages) or state.status}")
         if all(states.get(name) and states[name].status == "RUNNING" for name in names):
             return
         if time.monotonic() > deadline:
@@ -383,6 +374,21 @@ def wait_running(names: list[str], timeout: float) -> None:
                 f"the replicas did not start within {timeout:g} s; `serve status` tells why"
             )
         time.sleep(1.0)
+
+
+def reason(messages: list[str]) -> str:
+    """What a failed deployment's messages (tracebacks among them) come to: the last exception's
+    own words (a replica that cannot load its model: the runtime's error, which names the fix)."""
+    raised = [
+        match.group(2)
+        for message in messages
+        for match in re.finditer(r"^(\w[\w.]*(?:Error|Exception)): (.+)$", message or "", re.M)
+        if match.group(1).split(".")[-1] not in ("RayTaskError", "RuntimeError")
+    ]
+    if raised:
+        return raised[-1]
+    lines = [line for message in messages for line in (message or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -412,7 +418,12 @@ def main(argv: list[str] | None = None) -> int:
             if application.import_path == IMPORT_PATH:
                 Settings.of(application.args or {})  # told here rather than by a failed deploy
         deploy(config, args.address)
-        wait_running([application.name for application in config.applications], args.start_timeout)
+        try:
+            names = [application.name for application in config.applications]
+            wait_running(names, args.start_timeout)
+        except ValueError:
+            serve.shutdown()  # nothing left retrying on the cluster
+            raise
     except ValueError as exc:
         print(f"omnivoice-onnx-replicas: {exc}", file=sys.stderr)
         return 2

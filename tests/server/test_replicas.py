@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import httpx
 import openai
 import psutil
 import pytest
@@ -91,6 +92,49 @@ def command(config: Path, address: str, **kwargs) -> subprocess.Popen:
         env=ENV,
         **kwargs,
     )
+
+
+# First: it deploys nothing that stays, before the deployment the others share.
+def test_the_command_says_in_one_line_what_is_wrong(cluster, cpu_artifacts, tmp_path):
+    port = free_port()
+    config = config_file(tmp_path, cpu_artifacts, tmp_path, port)
+    lines = {}
+    for case, path, address in [
+        ("no cluster", config, f"127.0.0.1:{free_port()}"),
+        ("too few CPUs", config_file(tmp_path, cpu_artifacts, tmp_path, port, 3), cluster),
+    ]:
+        run = command(path, address, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = run.communicate(timeout=300)
+        assert run.returncode == 2, (case, out, err)
+        lines[case] = [line for line in err.splitlines() if "omnivoice-onnx-replicas" in line]
+        assert len(lines[case]) == 1 and "Traceback" not in err, (case, err)
+    assert "ray start --head" in lines["no cluster"][0], lines
+    assert "take 3 CPUs and the cluster has 2" in lines["too few CPUs"][0], lines
+    assert "num_replicas" in lines["too few CPUs"][0], lines
+    # a setting the replicas do not know, before anything starts
+    wrong = yaml.safe_load(config.read_text())
+    wrong["applications"][0]["args"]["voice_dir"] = "/nowhere"
+    config.write_text(yaml.safe_dump(wrong))
+    run = subprocess.run(
+        [sys.executable, "-m", "omnivoice_rt.server.replicas", str(config), "--address", cluster],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 2 and "unknown replica setting voice_dir" in run.stderr, run.stderr
+    assert "the settings are artifacts" in run.stderr, run.stderr
+    # a model folder that is not there: the replicas' own error, once, and nothing left running
+    del wrong["applications"][0]["args"]["voice_dir"]
+    wrong["applications"][0]["args"]["artifacts"] = str(tmp_path / "missing")
+    config.write_text(yaml.safe_dump(wrong))
+    run = command(config, cluster, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, err = run.communicate(timeout=600)
+    line = [line for line in err.splitlines() if "omnivoice-onnx-replicas" in line]
+    assert run.returncode == 2 and len(line) == 1, err
+    assert "omnivoice failed to deploy" in line[0] and str(tmp_path / "missing") in line[0], line
+    assert not replica_pids()
 
 
 @pytest.fixture(scope="module")
@@ -186,6 +230,26 @@ def test_a_voice_added_through_one_replica_is_used_through_the_other(deployed, r
         pytest.fail(f"every request was answered by {added_by}")
 
 
+def test_a_client_that_leaves_stops_its_synthesis_on_the_replica(deployed):
+    url, _ = deployed
+    body = {
+        "model": "omnivoice",
+        "voice": "alloy",
+        "input": " ".join(TEXTS * 4),  # pieces for a while
+        "response_format": "pcm",
+        "stream_format": "sse",
+    }
+    with httpx.stream("POST", f"{url}/v1/audio/speech", json=body, timeout=120) as answer:
+        assert answer.status_code == 200 and answer.headers["x-replica"]
+        next(answer.iter_bytes())  # the first piece; then the client leaves
+    # the replica heard it: the request ended as cancelled, not made to its end
+    cancelled = 'omnivoice_requests_total{door="openai",outcome="cancelled"} 1.0'
+    deadline = time.time() + 120
+    while cancelled not in urllib.request.urlopen(f"{url}/metrics", timeout=30).read().decode():
+        assert time.time() < deadline, "no replica counted the request as cancelled"
+        time.sleep(0.5)
+
+
 def test_a_killed_replica_leaves_no_request_hanging_and_comes_back(deployed, reference):
     url, voices = deployed
     client = client_of(url)
@@ -234,35 +298,3 @@ def test_a_killed_replica_leaves_no_request_hanging_and_comes_back(deployed, ref
         audio, replica = speak(client, 1)
         assert audio == reference[1]
         seen.add(replica)
-
-
-def test_the_command_says_in_one_line_what_is_wrong(cluster, cpu_artifacts, tmp_path):
-    port = free_port()
-    config = config_file(tmp_path, cpu_artifacts, tmp_path, port)
-    lines = {}
-    for case, path, address in [
-        ("no cluster", config, f"127.0.0.1:{free_port()}"),
-        ("too few CPUs", config_file(tmp_path, cpu_artifacts, tmp_path, port, 3), cluster),
-    ]:
-        run = command(path, address, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        out, err = run.communicate(timeout=300)
-        assert run.returncode == 2, (case, out, err)
-        lines[case] = [line for line in err.splitlines() if "omnivoice-onnx-replicas" in line]
-        assert len(lines[case]) == 1 and "Traceback" not in err, (case, err)
-    assert "ray start --head" in lines["no cluster"][0], lines
-    assert "take 3 CPUs and the cluster has 2" in lines["too few CPUs"][0], lines
-    assert "num_replicas" in lines["too few CPUs"][0], lines
-    # a setting the replicas do not know, before anything starts
-    wrong = yaml.safe_load(config.read_text())
-    wrong["applications"][0]["args"]["voice_dir"] = "/nowhere"
-    config.write_text(yaml.safe_dump(wrong))
-    run = subprocess.run(
-        [sys.executable, "-m", "omnivoice_rt.server.replicas", str(config), "--address", cluster],
-        cwd=ROOT,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 2 and "unknown replica setting voice_dir" in run.stderr, run.stderr
-    assert "the settings are artifacts" in run.stderr, run.stderr
