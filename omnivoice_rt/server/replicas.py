@@ -69,8 +69,9 @@ SCOPE_KEYS = (
     "headers",
     "client",
     "server",
+    "root_path",  # the application's route_prefix, which the routes are matched under
 )
-FINISH_S = 5.0
+FINISH_S = 5.0  # after its client left, how long a replica's request may take to stop
 # The deployments' defaults; the config's ``deployments`` override any of them.
 MODEL_OPTIONS = {
     "ray_actor_options": {"num_cpus": 1},
@@ -82,10 +83,7 @@ MODEL_OPTIONS = {
     "health_check_period_s": 5,
 }
 # The ingress only relays: no CPU of its own, every open request at once.
-FRONT_OPTIONS = {
-    "ray_actor_options": {"num_cpus": 0},
-    "max_ongoing_requests": 1000,
-}  # after its client left, how long a replica's request may take to stop
+FRONT_OPTIONS = {"ray_actor_options": {"num_cpus": 0}, "max_ongoing_requests": 1000}
 
 
 @dataclass
@@ -128,11 +126,11 @@ class Model:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         s = Settings.of(settings)
         # ONNX Runtime's threads: the CPUs Ray gave this replica, unless the config says
-        cpus = int(ray.get_runtime_context().get_assigned_resources().get("CPU", 0))
+        cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 0)
         config = Config(
             s.artifacts,
             s.precision,
-            s.threads or cpus or None,
+            s.threads or (max(1, round(cpus)) if cpus else None),
             asr_model=s.asr_model,
             max_waiting=s.max_waiting,
         )
@@ -180,6 +178,9 @@ class Model:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(task), FINISH_S)
             task.cancel()
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                # an error no route answered: the app sent its 500, a server logs the cause
+                logger.error("a request failed", exc_info=task.exception())
 
 
 class Front:
@@ -195,8 +196,8 @@ class Front:
         except ApiError as exc:
             return exc.response()
         scope = {key: request.scope[key] for key in SCOPE_KEYS if key in request.scope}
-        scope["root_path"] = ""
-        retried = request.method == "GET" or request.url.path == "/v1/audio/speech"
+        # asked again of another replica if one dies before it starts answering: what changes nothing
+        retried = request.method == "GET" or request.url.path.endswith("/v1/audio/speech")
         for attempt in range(2 if retried else 1):
             stream = self.model.remote(scope, body)
             try:
@@ -218,7 +219,8 @@ class Front:
 class Relayed(Response):
     """A replica's answer: its first message (the status and headers) already here, the rest of
     ``stream`` sent as it comes. A replica that dies after the first message ends the answer
-    early (the client sees a cut connection, never a hang)."""
+    early (the client sees a cut connection, never a hang). The replica does not wait for a slow
+    client: what it made and the client has not read waits here."""
 
     def __init__(self, start: dict, stream):
         self.start, self.stream, self.background = start, stream, None
@@ -228,9 +230,8 @@ class Relayed(Response):
             await send(self.start)
             async for message in self.stream:
                 await send(message)
-        except RayActorError as exc:
+        except RayActorError as exc:  # the answer ends here, cut: its status is already sent
             logger.warning("a replica failed while answering: %s", exc)
-            raise
         finally:
             self.stream.cancel()  # the client left, or all is sent: the replica stops either way
 
@@ -276,7 +277,10 @@ def needed_cpus(config) -> float:
                 **deployment.model_dump(exclude_unset=True),
             }
             scaling = options.get("autoscaling_config") or {}
-            replicas = scaling.get("min_replicas", 1) if scaling else options.get("num_replicas", 1)
+            if scaling:
+                replicas = scaling.get("initial_replicas") or scaling.get("min_replicas", 1)
+            else:
+                replicas = options.get("num_replicas", 1)
             cpus = (options.get("ray_actor_options") or {}).get("num_cpus", 1)
             total += (1 if replicas == "auto" else float(replicas)) * float(cpus)
     return total
@@ -317,7 +321,7 @@ def deploy(config, address: str, package_travels: bool = True):
         raise ValueError(no_cluster)  # Ray itself would retry for minutes
     try:
         ray.init(
-            address=None if address == "local" else address,
+            address=address,  # "local": a new cluster, never one found on this machine
             namespace="serve",
             # uploaded to the cluster once; the applications name it by its URI below
             runtime_env={"py_modules": [package]} if package_travels else None,
@@ -433,7 +437,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     signal.signal(signal.SIGINT, lambda *_: stopped.set())
     stopped.wait()
-    serve.shutdown()  # the replicas finish what they hold (graceful_shutdown_timeout_s), then go
+    # Serve and its applications go (the config named them all); each replica finishes what it
+    # holds within its graceful_shutdown_timeout_s first
+    serve.shutdown()
     return 0
 
 

@@ -43,7 +43,7 @@ def ray_results(
     package = str(Path(omnivoice_rt.__file__).parent)
     try:
         ray.init(
-            address=None if address == "local" else address,
+            address=address,  # "local": a new cluster, never one found on this machine
             runtime_env={"py_modules": [package]},
             log_to_driver=False,
             logging_level=logging.WARNING,

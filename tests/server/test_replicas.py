@@ -27,6 +27,7 @@ pytest.importorskip("ray.serve", reason="Ray Serve (the ray extra: ray[serve])")
 
 RAY = [sys.executable, "-m", "ray.scripts.scripts"]
 ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "OMNIVOICE_MATMUL": "fp32"}
+PREFIX = "/tts"
 REPLICA = "ServeReplica:omnivoice:Model"  # a Model replica's process title
 TEXTS = [
     f"Request number {n} is answered by whichever replica is free, word for word the same."
@@ -69,10 +70,12 @@ def cluster():
 
 
 def config_file(folder: Path, artifacts: Path, voices: Path, port: int, replicas: int = 2) -> Path:
-    """deploy/replicas.yaml with this test's artifacts, voices, port and replicas of one CPU."""
+    """deploy/replicas.yaml with this test's artifacts, voices, port and replicas of one CPU, under
+    ``PREFIX`` (a route prefix other than the shipped ``/``: the routes must work under one)."""
     config = yaml.safe_load((ROOT / "deploy" / "replicas.yaml").read_text())
     config["http_options"]["port"] = port
     application = config["applications"][0]
+    application["route_prefix"] = PREFIX
     application["runtime_env"]["env_vars"]["OMNIVOICE_MATMUL"] = "fp32"
     application["args"].update(
         artifacts=str(artifacts), voices=str(voices), asr_model="none", precision=None
@@ -134,7 +137,10 @@ def test_the_command_says_in_one_line_what_is_wrong(cluster, cpu_artifacts, tmp_
     line = [line for line in err.splitlines() if "omnivoice-onnx-replicas" in line]
     assert run.returncode == 2 and len(line) == 1, err
     assert "omnivoice failed to deploy" in line[0] and str(tmp_path / "missing") in line[0], line
-    assert not replica_pids()
+    deadline = time.time() + 60
+    while replica_pids():
+        assert time.time() < deadline, "a replica is left running"
+        time.sleep(1)
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +158,7 @@ def deployed(cluster, cpu_artifacts, tmp_path_factory):
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-    url = f"http://127.0.0.1:{port}"
+    url = f"http://127.0.0.1:{port}{PREFIX}"
     deadline = time.time() + 300
     while "serving on" not in log.read_text():
         assert process.poll() is None and time.time() < deadline, log.read_text()[-3000:]
@@ -235,7 +241,7 @@ def test_a_client_that_leaves_stops_its_synthesis_on_the_replica(deployed):
     body = {
         "model": "omnivoice",
         "voice": "alloy",
-        "input": " ".join(TEXTS * 4),  # pieces for a while
+        "input": " ".join(TEXTS * 12),  # 96 pieces: far more than are made when it leaves
         "response_format": "pcm",
         "stream_format": "sse",
     }
@@ -261,6 +267,8 @@ def test_a_killed_replica_leaves_no_request_hanging_and_comes_back(deployed, ref
             return speak(client, n)[0]
         except openai.APIStatusError as exc:
             return exc.status_code, exc.response.json()["error"]["code"]
+        except openai.APIConnectionError:  # an answer under way when its replica died: cut
+            return "cut"
 
     with concurrent.futures.ThreadPoolExecutor(len(TEXTS) + 4) as pool:
         speeches = [pool.submit(outcome, n) for n in range(len(TEXTS))]
@@ -268,16 +276,19 @@ def test_a_killed_replica_leaves_no_request_hanging_and_comes_back(deployed, ref
             pool.submit(post, url, "/v1/audio/voices", {"name": f"v{n}", "instruct": "male"})
             for n in range(4)
         ]
-        time.sleep(0.5)  # every request taken, the first ones being made
+        # once one is answered, each replica holds the others' turns: one being made, the rest
+        # waiting in its line
+        concurrent.futures.wait(speeches, return_when=concurrent.futures.FIRST_COMPLETED)
         victim = min(before)
         psutil.Process(victim).send_signal(signal.SIGKILL)
         # none hangs: each answers within the client's timeout, or this raises
         answers = [speech.result(timeout=200) for speech in speeches]
         added = [design.result(timeout=200) for design in designs]
     for n, answer in enumerate(answers):
-        # answered (the same audio: a request cut by the death is made again elsewhere), or a
-        # clean 503 in OpenAI's shape
-        assert answer == reference[n] or answer == (503, "replica_unavailable"), (n, answer)
+        # answered (the same audio: one the dead replica held, not yet started, is made again by
+        # the other), a clean 503 in OpenAI's shape, or an answer already under way cut short
+        assert answer in (reference[n], (503, "replica_unavailable"), "cut"), (n, answer)
+    assert sum(answer == reference[n] for n, answer in enumerate(answers)) >= len(TEXTS) // 2
     # the library holds only whole voices: each one listed reads, every voice added is listed
     listed = json.loads(urllib.request.urlopen(f"{url}/v1/audio/voices", timeout=60).read())
     names = {voice["id"] for voice in listed["data"]}
