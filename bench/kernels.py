@@ -2,7 +2,7 @@
 """The presets on each matrix kernel, alternating in one process, the same weights.
 
     python bench/kernels.py --artifacts FULL_ARTIFACTS [--precision int4] [--kernels int8,qgemm-row,qgemm]
-        [--presets balanced,turbo] [--cases auto,prompt] [--reps 3]
+        [--presets balanced,turbo] [--cases auto,prompt] [--reps 3] [--threads N]
 
 Each kernel of ``omnivoice_rt.engine.kernels.KERNELS`` loads the same artifacts (the integer GEMM's
 graphs made once and kept under ``$HF_HOME``); every rep runs each case with each preset on each
@@ -34,14 +34,21 @@ def main(argv=None) -> int:
     parser.add_argument("--presets", default="balanced,turbo")
     parser.add_argument("--cases", default="auto,prompt", help="auto, clone, prompt")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument(
+        "--threads", type=int, help="each session's threads (default: one per core); say which"
+    )
     args = parser.parse_args(argv)
 
     from omnivoice_build.equivalence import write_reference
     from omnivoice_rt import OmniVoiceONNX
 
     kernels = args.kernels.split(",")
-    voices = {k: OmniVoiceONNX.load(args.artifacts, args.precision, matmul=k) for k in kernels}
-    print(f"machine: {machine()}; {args.precision}")
+    voices = {
+        k: OmniVoiceONNX.load(args.artifacts, args.precision, matmul=k, threads=args.threads)
+        for k in kernels
+    }
+    threads = args.threads or "one per core"
+    print(f"machine: {machine()}; {args.precision}; threads: {threads}")
     reference = write_reference(
         os.path.join(tempfile.mkdtemp(), "reference.wav"), seconds=5.3, rate=24000, channels=1
     )

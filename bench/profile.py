@@ -2,7 +2,7 @@
 """Where one generation's time goes, per graph and per operator type (ONNX Runtime's profiler).
 
     python bench/profile.py --artifacts FULL_ARTIFACTS [--precision int4] [--matmul qgemm-row]
-        [--preset balanced] [--reference]
+        [--preset balanced] [--reference] [--threads N]
 
 Loads the model (``--matmul`` as ``load(matmul=)``), reopens every graph's session with
 ONNX Runtime's profiler on (the same file, settings and kernel), makes 5 s of speech once to warm
@@ -27,14 +27,14 @@ sys.path.insert(0, str(ROOT))
 from bench.benchmark import CASES, FIVE_SECONDS, machine  # noqa: E402
 
 
-def profiled(graph, kernel: str, folder: str) -> None:
+def profiled(graph, kernel: str, folder: str, threads: int | None) -> None:
     """Reopen ``graph``'s session with the profiler on, files under ``folder``."""
     import onnxruntime as ort
 
     from omnivoice_rt.engine.kernels import KERNELS
     from omnivoice_rt.engine.sessions import session_options
 
-    options = session_options(None, KERNELS[kernel].config)
+    options = session_options(threads, KERNELS[kernel].config)
     options.enable_profiling = True
     options.profile_file_prefix = os.path.join(folder, graph.role)
     graph.session = ort.InferenceSession(
@@ -59,12 +59,17 @@ def main(argv=None) -> int:
     parser.add_argument("--preset", default="balanced")
     parser.add_argument("--reference", action="store_true", help="clone from a saved prompt")
     parser.add_argument("--top", type=int, default=8, help="operator types shown per graph")
+    parser.add_argument(
+        "--threads", type=int, help="each session's threads (default: one per core)"
+    )
     args = parser.parse_args(argv)
 
     from omnivoice_build.equivalence import write_reference
     from omnivoice_rt import OmniVoiceONNX
 
-    voice = OmniVoiceONNX.load(args.artifacts, args.precision, matmul=args.matmul)
+    voice = OmniVoiceONNX.load(
+        args.artifacts, args.precision, matmul=args.matmul, threads=args.threads
+    )
     kernel = voice.matmul[0]
     options = {"duration": 5.0, "seed": 0, "preset": args.preset}
     if args.reference:
@@ -75,11 +80,11 @@ def main(argv=None) -> int:
     folder = tempfile.mkdtemp(prefix="omnivoice-profile-")
     graphs = [*voice.graphs.values(), voice.codec.graphs["higgs_decoder"]]
     for graph in graphs:
-        profiled(graph, kernel, folder)
+        profiled(graph, kernel, folder, args.threads)
     voice.generate(FIVE_SECONDS, **options)  # warm up; its events are in the files too
     for graph in graphs:  # so the files restart with the measured run
         graph.session.end_profiling()
-        profiled(graph, kernel, folder)
+        profiled(graph, kernel, folder, args.threads)
     speech = voice.generate(FIVE_SECONDS, **options)
     timings = speech.metadata["timings"]
     print(f"machine: {machine()}; {args.precision}, the LLM on {kernel} ({voice.matmul[1]})")
