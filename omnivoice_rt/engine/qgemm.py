@@ -23,8 +23,10 @@ into them (SmoothQuant, :mod:`omnivoice_rt.engine.smooth`; ``OMNIVOICE_SMOOTH=0`
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import shutil
 from functools import lru_cache
 from pathlib import Path
 
@@ -33,7 +35,10 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 # What a rewritten graph holds, in its cache key (omnivoice_rt.artifacts.derived): bump on any change here.
-VERSION = 4  # 2: activations smoothed; 3: o's and down's inputs too; 4: the CPU's weight levels
+VERSION = 5  # 2: activations smoothed; 3: o's and down's inputs too; 4: the CPU's weight levels;
+# 5: the smoothed graph kept only where it rounds held-out prompts better than the plain one
+# Beside a smoothed rewrite: its error and the plain one's, and which was kept (judge_smoothing).
+SMOOTHING = "smoothing.json"
 ROUNDINGS = ("tensor", "row")
 # A MatMul by a constant float weight is rewritten from this many weights on (the LLM's
 # projections; not the small products of a norm or a position table).
@@ -444,6 +449,8 @@ def integer_graphs(root: Path, manifest, precision: str, overrides: dict, kernel
                     else None
                 )
                 rewrite_file(source, into / source.name, rounding, measured)
+                if measured:
+                    judge_smoothing(root, manifest, precision, overrides, source, into, rounding)
             except (RewriteError, OSError):
                 raise
             except Exception as exc:  # onnx, protobuf and onnxruntime raise their own types
@@ -455,6 +462,41 @@ def integer_graphs(root: Path, manifest, precision: str, overrides: dict, kernel
         folder = derived(repair_storage(root), name, key, make, f"the {kernel} {role} graph")
         rewritten[role] = folder / source.name
     return rewritten
+
+
+def judge_smoothing(
+    root: Path, manifest, precision: str, overrides: dict, source: Path, into: Path, rounding: str
+) -> None:
+    """Keep the smoothed rewrite of ``source`` in ``into`` only if it rounds the LLM's hidden
+    states on prompts the calibration has not seen (``smooth.HELD_OUT``) closer to ``source``'s
+    than the plain rewrite does; else put the plain one in its place. Each site's choice is
+    judged alone on calibration's rows, and those choices can compound into a worse model
+    (docs/performance.md "Smoothing with 7-bit weights"). The errors go to
+    ``into/SMOOTHING``."""
+    from omnivoice_rt.engine.smooth import HELD_OUT, calibration_embeddings, hidden_errors
+
+    plain = into / "plain"
+    plain.mkdir()
+    try:
+        rewrite_file(source, plain / source.name, rounding)
+        embeddings = calibration_embeddings(root, manifest, precision, overrides, HELD_OUT)
+        smoothed, unsmoothed = hidden_errors(
+            source, [into / source.name, plain / source.name], embeddings, manifest.model.head_dim
+        )
+        kept = smoothed < unsmoothed
+        if not kept:
+            for made in plain.iterdir():
+                os.replace(made, into / made.name)
+        record = {"smoothed": smoothed, "plain": unsmoothed, "kept": kept}
+        (into / SMOOTHING).write_text(json.dumps(record, indent=1))
+        logger.info(
+            "smoothing %s: hidden-state error on held-out prompts %.4f smoothed, %.4f plain",
+            "kept" if kept else "dropped",
+            smoothed,
+            unsmoothed,
+        )
+    finally:
+        shutil.rmtree(plain, ignore_errors=True)
 
 
 def calibrate(

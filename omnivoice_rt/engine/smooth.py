@@ -16,7 +16,10 @@ as the first unmasking step sees them (every target code a mask) and with random
 place, run once through the source graph when the rewritten graph is made, and kept in it. Each
 site takes the strength ``alpha`` of ``STRENGTHS``, or no smoothing, that rounds a sample of those
 activations best through its products (:func:`choose`): smoothing that would cost more than it
-saves (as down's input's can on weights without outliers) is not made.
+saves (as down's input's can on weights without outliers) is not made. Sites chosen alone can
+still compound into a worse model, so the smoothed graph is then judged whole against the plain
+rewrite on ``HELD_OUT``'s prompts (:func:`hidden_errors`, ``qgemm.judge_smoothing``) and kept
+only if it rounds them closer to the source graph.
 """
 
 from __future__ import annotations
@@ -46,6 +49,17 @@ CALIBRATION = [
     ("de", "Guten Morgen! Heute scheint die Sonne, und wir gehen spazieren."),
     ("ja", "こんにちは、今日はとても良い天気ですね。"),
     (None, "Good evening. The kitchen lights are on, and the front door is locked for the night."),
+]
+# Prompts the smoothed graph is judged on as a whole, none of them calibration's: smoothing is
+# kept only where it rounds these closer to the source graph than no smoothing does
+# (``qgemm.judge_smoothing``).
+HELD_OUT = [
+    ("en", "Please remind me to water the plants at seven tomorrow morning."),
+    ("fr", "Le train de neuf heures partira avec dix minutes de retard."),
+    (
+        None,
+        "She sells sea shells by the sea shore, and the shells she sells are surely sea shells.",
+    ),
 ]
 TARGET_FRAMES = 60
 
@@ -236,8 +250,11 @@ def choose(
     return best
 
 
-def calibration_embeddings(root: Path, manifest, precision: str, overrides: dict) -> list:
-    """The LLM's input for ``CALIBRATION``'s prompts: each masked, and with random codes."""
+def calibration_embeddings(
+    root: Path, manifest, precision: str, overrides: dict, sentences: list = CALIBRATION
+) -> list:
+    """The LLM's input for the prompts of ``sentences`` (language, text): each masked, and with
+    random codes."""
     from omnivoice_rt.engine.prompt import TextTokenizer, build_prompt
     from omnivoice_rt.engine.sessions import graph_path, open_session
 
@@ -249,7 +266,7 @@ def calibration_embeddings(root: Path, manifest, precision: str, overrides: dict
     tokenizer = TextTokenizer(root / "tokenizer.json")
     rng = np.random.default_rng(0)
     embeddings = []
-    for language, text in CALIBRATION:
+    for language, text in sentences:
         prompt = build_prompt(
             tokenizer,
             text,
@@ -325,3 +342,30 @@ def activations(
         shutil.rmtree(folder, ignore_errors=True)
     logger.info("measured %d activations on %d prompts", len(found), len(embeddings))
     return {name: (peak, np.concatenate(samples[name])) for name, peak in found.items()}
+
+
+def hidden_errors(reference: Path, graphs: list, embeddings: list, head_dim: int) -> list[float]:
+    """Each LLM graph of ``graphs``' hidden states over ``embeddings`` against ``reference``'s
+    (MatMulNBits' products in fp32), relative: one session open at a time."""
+    from omnivoice_rt.artifacts.bidirectional import llm_feeds
+    from omnivoice_rt.engine.sessions import open_session
+
+    def hidden(path: Path) -> list:
+        session = open_session(path, ["CPUExecutionProvider"], matmul="fp32")
+        dtype = np.float16 if "float16" in session.get_inputs()[0].type else np.float32
+        return [
+            session.run(["hidden_states"], llm_feeds(session, e.astype(dtype), None, head_dim))[
+                0
+            ].astype(np.float64)
+            for e in embeddings
+        ]
+
+    exact = hidden(reference)
+    norm = sum(float(np.square(h).sum()) for h in exact) or 1.0
+    errors = []
+    for graph in graphs:
+        strayed = sum(
+            float(np.square(h - e).sum()) for h, e in zip(hidden(graph), exact, strict=True)
+        )
+        errors.append((strayed / norm) ** 0.5)
+    return errors
