@@ -70,7 +70,38 @@ def machine() -> str:
         ),
         "?",
     )
-    return f"{cpu}, {os.cpu_count()} cores ({cpu_features()}), {platform.python_version()}"
+    cores, cpus = len(physical_cores()), len(os.sched_getaffinity(0))
+    where = f"{cores} core{'s' * (cores > 1)}"
+    where = where if cores == cpus else f"{cpus} CPUs on {where}"
+    if cpus != os.cpu_count():
+        where += f" of the machine's {os.cpu_count()} CPUs"
+    return f"{cpu}, {where} ({cpu_features()}), {platform.python_version()}"
+
+
+def physical_cores() -> list[list[int]]:
+    """The cores this process may run on, each as its logical CPUs (a core's SMT siblings share
+    its integer and matrix units); one CPU a core where Linux's topology cannot be read."""
+    cores: dict[tuple, list[int]] = {}
+    for cpu in sorted(os.sched_getaffinity(0)):
+        topology = f"/sys/devices/system/cpu/cpu{cpu}/topology/"
+        try:
+            key = tuple(
+                open(topology + name).read().strip() for name in ("physical_package_id", "core_id")
+            )
+        except OSError:
+            key = (str(cpu),)
+        cores.setdefault(key, []).append(cpu)
+    return list(cores.values())
+
+
+def pin_cores(count: int) -> None:
+    """Run this process (and the threads it starts from now on) on ``count`` distinct cores, one
+    logical CPU of each: two CPUs of a large machine picked by hand can be one core's two
+    hyperthreads, which halves the integer GEMM."""
+    cores = physical_cores()
+    if not 0 < count <= len(cores):
+        raise SystemExit(f"--cores {count}: this process may run on {len(cores)} cores")
+    os.sched_setaffinity(0, [core[0] for core in cores[:count]])
 
 
 # The CPU features that decide which matrix kernel is fast (omnivoice_rt.engine.matmul), as /proc/cpuinfo

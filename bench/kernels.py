@@ -2,13 +2,15 @@
 """The presets on each matrix kernel, alternating in one process, the same weights.
 
     python bench/kernels.py --artifacts FULL_ARTIFACTS [--precision int4] [--kernels int8,qgemm-row,qgemm]
-        [--presets balanced,turbo] [--cases auto,prompt] [--reps 3] [--threads N]
+        [--presets balanced,turbo] [--cases auto,prompt] [--reps 3] [--cores N] [--threads N]
 
 Each kernel of ``omnivoice_rt.engine.kernels.KERNELS`` loads the same artifacts (the integer GEMM's
 graphs made once and kept under ``$HF_HOME``); every rep runs each case with each preset on each
 kernel in turn, so a shared machine's drift hits them alike. Prints the median real-time factor
 [range], the LLM's seconds, and each kernel's speed against the first kernel's; the CPU's
 features are on the machine line, since which kernel is fast depends on them.
+``--cores N`` runs on N distinct cores (one logical CPU each, never two hyperthreads of one
+core) with N threads: how "two cores" is measured on a larger machine.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.benchmark import CASES, machine, run_onnx, summary  # noqa: E402
+from bench.benchmark import CASES, machine, pin_cores, run_onnx, summary  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -35,9 +37,17 @@ def main(argv=None) -> int:
     parser.add_argument("--cases", default="auto,prompt", help="auto, clone, prompt")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument(
+        "--cores",
+        type=int,
+        help="run on this many distinct cores, one CPU each, and as many threads (default: all)",
+    )
+    parser.add_argument(
         "--threads", type=int, help="each session's threads (default: one per core); say which"
     )
     args = parser.parse_args(argv)
+    if args.cores:
+        pin_cores(args.cores)
+        args.threads = args.threads or args.cores
 
     from omnivoice_build.equivalence import write_reference
     from omnivoice_rt import OmniVoiceONNX

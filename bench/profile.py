@@ -2,13 +2,15 @@
 """Where one generation's time goes, per graph and per operator type (ONNX Runtime's profiler).
 
     python bench/profile.py --artifacts FULL_ARTIFACTS [--precision int4] [--matmul qgemm-row]
-        [--preset balanced] [--reference] [--threads N]
+        [--preset balanced] [--reference] [--cores N] [--threads N]
 
 Loads the model (``--matmul`` as ``load(matmul=)``), reopens every graph's session with
 ONNX Runtime's profiler on (the same file, settings and kernel), makes 5 s of speech once to warm
 up and once measured, and prints each graph's operators by total time, with the seconds outside
 ONNX Runtime (numpy, Python) from the generation's own timings. ``--reference`` clones from a
 saved voice prompt instead of the auto voice.
+``--cores N`` runs on N distinct cores (one logical CPU each, never two hyperthreads of one
+core) with N threads: how "two cores" is measured on a larger machine.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.benchmark import CASES, FIVE_SECONDS, machine  # noqa: E402
+from bench.benchmark import CASES, FIVE_SECONDS, machine, pin_cores  # noqa: E402
 
 
 def profiled(graph, kernel: str, folder: str, threads: int | None) -> None:
@@ -60,9 +62,17 @@ def main(argv=None) -> int:
     parser.add_argument("--reference", action="store_true", help="clone from a saved prompt")
     parser.add_argument("--top", type=int, default=8, help="operator types shown per graph")
     parser.add_argument(
+        "--cores",
+        type=int,
+        help="run on this many distinct cores, one CPU each, and as many threads (default: all)",
+    )
+    parser.add_argument(
         "--threads", type=int, help="each session's threads (default: one per core)"
     )
     args = parser.parse_args(argv)
+    if args.cores:
+        pin_cores(args.cores)
+        args.threads = args.threads or args.cores
 
     from omnivoice_build.equivalence import write_reference
     from omnivoice_rt import OmniVoiceONNX
