@@ -135,7 +135,9 @@ def nbits_weights(node, tensor) -> np.ndarray | None:
         else:  # float zero points: w = (q - zero) * scale with zero in the scales' type
             zero = points.astype(np.float32).reshape(n, blocks, 1)
     weights = ((q - zero) * scales).reshape(n, blocks * block)[:, :k]
-    return np.ascontiguousarray(weights.T)
+    # A view, not a copy: the float32 transpose took 18 ms a product, 7.6 of the first load's 25 s
+    # (140 products read three times); the int8 weights made from it are laid out once, 4x smaller.
+    return weights.T
 
 
 class _Graph:
