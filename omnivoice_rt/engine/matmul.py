@@ -4,19 +4,20 @@ The int4 and int8 graphs multiply with MatMulNBits, in one of two modes: ``int8`
 ask, accuracy level 4: each block of 32 activations of a row rounded to int8, integer kernels) or
 ``fp32`` (ONNX Runtime's ``mlas.qnbit.force_fp32``: the weights dequantized, nothing else rounded).
 Either can also be rewritten onto ONNX Runtime's integer GEMM (:mod:`omnivoice_rt.engine.qgemm`, int8
-weights per column requantized from the same weights), several times faster where the CPU has AMX
-or VNNI: ``qgemm-row`` rounds each token's activations with its own scale, ``qgemm`` all of a
+weights per column requantized from the same weights), faster on every x86 CPU measured, several
+times where it has AMX or VNNI: ``qgemm-row`` rounds each token's activations with its own scale, ``qgemm`` all of a
 call's with one (``DynamicQuantizeMatMul``, the fastest, the most exposed to activations far
 above the rest). ``KERNELS`` lists them from the most accurate to the least.
 
 ``auto`` (the default) times the kernels of ``AUTO`` on products of the LLM's shapes when a model
 loads (about 1.5 s, once a process), small calls and large ones, and takes the most accurate
-within ``MARGIN`` of the fastest: on an AVX2-only CPU that stays MatMulNBits, never slower than
-before (docs/performance.md "The integer GEMM kernels"). ``qgemm`` is not among them: one scale
+within ``MARGIN`` of the fastest: ``qgemm-row`` on every CPU measured so far, AVX2-only ones
+included; a CPU where it is not faster keeps MatMulNBits, never slower than before
+(docs/performance.md "The integer GEMM kernels"). ``qgemm`` is not among them: one scale
 for a whole call is what a model's rare, huge activations ruin (docs/performance.md, "Rounding
 the activations"), and random weights cannot show whether the released ones have them; it is
 there to be asked for, and measured (``eval --mode quality --matmul``). A graph without MatMulNBits (the fp32
-and fp16 profiles, the reference) keeps its float products unless a kernel is asked for.
+profile, the reference) keeps its float products unless a kernel is asked for.
 ``OMNIVOICE_MATMUL`` or ``OmniVoiceONNX.load(matmul=...)`` fixes the kernel; the tests fix
 ``fp32``, which alone gives the same numbers whatever the batch shape.
 """
