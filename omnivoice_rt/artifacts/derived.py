@@ -8,7 +8,10 @@ older ones of the same ``name``. The folder is made under another name and renam
 when complete, with ``made.json`` listing its files' sizes and the graphs' sha256; a folder that
 does not match its list (truncated, changed, or written before lists were kept) is made again.
 The weights' data files are checked by size only (hashing hundreds of megabytes at every start
-costs more than it finds).
+costs more than it finds). Processes sharing a storage folder (replicas, containers on one
+volume) make a folder one at a time: the others wait on a lock file beside it (``flock``, which
+the kernel releases if its holder dies) and then take what it made. A maker killed mid-way
+leaves its half-made folder, which the next maker of that name removes.
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
+import secrets
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from omnivoice_rt.artifacts.manifest import ArtifactError
@@ -70,6 +74,24 @@ def intact(folder: Path) -> bool:
         return False
 
 
+@contextmanager
+def _alone(lock: Path, what: str) -> Iterator[None]:
+    """Hold ``lock`` (an exclusive ``flock``) for the block, saying so if another process holds
+    it; without ``fcntl`` (not POSIX) the block runs unlocked."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    with open(lock, "a") as held:
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            logger.info("waiting for another process making %s", what)
+            fcntl.flock(held, fcntl.LOCK_EX)
+        yield  # the lock goes with the file's closing
+
+
 def derived(storage: Path, name: str, key: str, make: Callable[[Path], None], what: str) -> Path:
     """The folder ``<storage>/<name>-<key>``: reused when intact, else made by ``make(folder)``
     (which writes the derived files into the empty folder it is given). ``what`` names it in
@@ -77,27 +99,28 @@ def derived(storage: Path, name: str, key: str, make: Callable[[Path], None], wh
     target = storage / f"{name}-{key}"
     if intact(target):
         return target
-    logger.info("making %s in %s", what, target)
-    staging = storage / f"{target.name}.partial-{os.getpid()}"
     try:
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        make(staging)
-        _stamp(staging)
-        if not intact(target):  # else another process made it meanwhile (and may be reading it)
-            shutil.rmtree(target, ignore_errors=True)
+        storage.mkdir(parents=True, exist_ok=True)
+        with _alone(storage / f".{name}.lock", what):
+            if intact(target):  # made by the process this one waited for
+                return target
+            for left in storage.glob(f"{target.name}.partial-*"):  # by a maker that was killed
+                shutil.rmtree(left, ignore_errors=True)
+            logger.info("making %s in %s", what, target)
+            staging = storage / f"{target.name}.partial-{secrets.token_hex(4)}"
+            staging.mkdir()
             try:
+                make(staging)
+                _stamp(staging)
+                shutil.rmtree(target, ignore_errors=True)  # damaged: not intact, so not in use
                 staging.rename(target)
-            except OSError:
-                if not intact(target):  # the disk refused, rather than another process won
-                    raise
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)  # nothing half-written stays behind
     except OSError as exc:
         raise ArtifactError(
             f"cannot write {what} into {storage} ({exc.strerror or exc}); "
             "set HF_HOME to a writable folder"
         ) from exc
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)  # nothing half-written stays behind
     for old in storage.glob(f"{name}-*"):  # made from an earlier source or version
         if old != target and re.fullmatch(rf"{re.escape(name)}-[0-9a-f]{{16}}", old.name):
             logger.info("removing %s, derived from an earlier source", old)

@@ -239,31 +239,58 @@ def test_every_source_rewrites_published_fp16_and_int4_and_our_int8(
 
 
 def test_two_processes_making_the_same_graph_at_once_both_load_it(cpu_artifacts, tmp_path):
-    """Two servers started together on one cache: each makes the rewrite under a name of its own,
-    one puts it in place, the other takes that one; both synthesize, one folder stays."""
+    """Two servers started together on one cache: one makes the rewrite while the other waits
+    for it (a lock beside it), then takes that one; both synthesize, one folder stays."""
     import subprocess
     import sys
 
     from tests.conftest import ROOT
 
     script = (
-        "import sys; from omnivoice_rt.model import OmniVoiceONNX; "
+        "import logging; logging.basicConfig(level=logging.INFO); "
+        "from omnivoice_rt.model import OmniVoiceONNX; "
         f"v = OmniVoiceONNX.load({str(cpu_artifacts)!r}, 'int4', matmul='qgemm-row'); "
         "s = v.generate('Hello there.', seed=0, preset='turbo'); "
         "print(v.matmul[0], v.graphs['llm_decoder'].path, s.codes[0].sum())"
     )
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "PYTHONPATH": str(ROOT)}
     runs = [
-        subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", script],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(2)
     ]
-    outputs = [run.communicate(timeout=300)[0].split() for run in runs]
-    assert [run.returncode for run in runs] == [0, 0]
+    ends = [run.communicate(timeout=300) for run in runs]
+    outputs = [out.split() for out, _ in ends]
+    assert [run.returncode for run in runs] == [0, 0], [err[-2000:] for _, err in ends]
+    logs = "".join(err for _, err in ends)
+    assert logs.count("making the qgemm-row llm_decoder graph in ") == 1, logs[-4000:]
     assert {out[0] for out in outputs} == {"qgemm-row"} and outputs[0][1:] == outputs[1][1:]
     folders = list(
         (tmp_path / "hf" / "omnivoice_repaired").glob("*/qgemm-row-smooth-int4-llm_decoder-*")
     )
     assert len(folders) == 1, folders
+
+
+def test_a_half_made_folder_of_a_killed_maker_is_removed_by_the_next(cpu_artifacts, hf_home):
+    """A process killed while it made the rewrite leaves its half-made folder; the next process
+    that makes that graph removes it, and nothing else of the cache."""
+    first = OmniVoiceONNX.load(cpu_artifacts, "int4", matmul="qgemm-row")
+    target = first.graphs["llm_decoder"].path.parent
+    shutil.rmtree(target)
+    left = target.with_name(f"{target.name}.partial-1234")
+    left.mkdir()
+    (left / "llm_decoder.onnx.data").write_bytes(b"\0" * 4096)
+    others = sorted(p.name for p in target.parent.iterdir() if p != left)
+    again = OmniVoiceONNX.load(cpu_artifacts, "int4", matmul="qgemm-row")
+    assert again.graphs["llm_decoder"].path.parent == target
+    assert not left.exists() and sorted(p.name for p in target.parent.iterdir()) == sorted(
+        [*others, target.name]
+    )
 
 
 def test_smoothing_factors_balance_activations_and_weights():
