@@ -62,14 +62,10 @@ CASES["prompt"] = {**CASES["clone"], "saved": True}  # the clone case's referenc
 
 
 def machine() -> str:
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in open("/proc/cpuinfo")
-            if line.startswith("model name")
-        ),
-        "?",
-    )
+    with open("/proc/cpuinfo") as info:
+        cpu = next(
+            (line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), "?"
+        )
     cores, cpus = len(physical_cores()), len(os.sched_getaffinity(0))
     where = f"{cores} core{'s' * (cores > 1)}"
     where = where if cores == cpus else f"{cpus} CPUs on {where}"

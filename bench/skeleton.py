@@ -139,7 +139,10 @@ def main(argv=None) -> int:
     if args.target.exists() and any(args.target.iterdir()):
         print(f"{args.target} is not empty: name a new folder", file=sys.stderr)
         return 2
-    (strip if args.action == "strip" else restore)(args.source, args.target)
+    if args.action == "strip":
+        strip(args.source, args.target)
+    else:
+        restore(args.source, args.target, args.seed)
     return 0
 
 

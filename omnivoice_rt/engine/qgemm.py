@@ -2,8 +2,9 @@
 
 MatMulNBits, the kernel of the int4 and int8 graphs, multiplies the LLM's shapes at 240-430 GOP/s
 on two cores whatever its mode; ONNX Runtime's integer GEMM (MLAS QGEMM, uint8 activations by
-int8 weights, on AMX, AVX-512 VNNI or AVX-VNNI) multiplies them at three to ten times that
-(docs/performance.md "The integer GEMM kernels"). :func:`rewrite_model` replaces each MatMulNBits
+int8 weights) multiplies them at three to ten times that on AMX, AVX-512 VNNI or AVX-VNNI, and
+faster than MatMulNBits on AVX2 alone too (docs/performance.md "The integer GEMM kernels", "The
+kernels on an AVX2-only AMD EPYC Zen 3"). :func:`rewrite_model` replaces each MatMulNBits
 of a graph, and each MatMul by a constant float weight, with one of two integer kernels whose
 int8 weights are requantized from the same weights, one scale per output column
 (:func:`requantize`: each weight within half a step, ``max |w[:, n]| / 254``, of the weights
@@ -17,8 +18,10 @@ the graph multiplied by before; ``/ 126`` on a CPU whose kernel saturates, :func
   are rounded once for all the products that read them (q, k, v; gate and up).
 
 The activations of a graph in fp16 are cast to fp32 around the integer kernels. Before the LLM's
-weights are requantized, the outlier channels of the activations that RMSNorms feed are moved
-into them (SmoothQuant, :mod:`omnivoice_rt.engine.smooth`; ``OMNIVOICE_SMOOTH=0`` turns it off).
+weights are requantized, the outlier channels of its products' inputs are moved into them
+(SmoothQuant, :mod:`omnivoice_rt.engine.smooth`; ``OMNIVOICE_SMOOTH=0`` turns it off), and the
+smoothed graph is kept only if it rounds held-out prompts closer to the source graph than the
+plain rewrite does (:func:`judge_smoothing`).
 """
 
 from __future__ import annotations
@@ -426,8 +429,9 @@ def integer_graphs(root: Path, manifest, precision: str, overrides: dict, kernel
     """``{role: rewritten graph}`` for ``kernel`` (``qgemm`` or ``qgemm-row``): the LLM, and any
     other graph of the profile with MatMulNBits (the published int4 heads), each rewritten from
     the graph that would load (the repaired LLM where there is one), the LLM's activations
-    smoothed (:func:`smoothing`), made at the first load and kept beside the repaired LLM
-    (:mod:`omnivoice_rt.artifacts.derived`). ``RewriteError`` when a graph cannot be rewritten,
+    smoothed where that was judged better (:func:`smoothing`, :func:`judge_smoothing`: a
+    ``-smooth`` folder may hold the plain rewrite), made at the first load and kept beside the
+    repaired LLM (:mod:`omnivoice_rt.artifacts.derived`). ``RewriteError`` when a graph cannot be rewritten,
     ``ArtifactError`` when it cannot be written."""
     from omnivoice_rt.artifacts.derived import derived, source_key
     from omnivoice_rt.artifacts.hub import repair_storage

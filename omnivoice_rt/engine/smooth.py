@@ -13,7 +13,8 @@ output: the channels of the massive activations real LLMs carry come out of down
 ``s_j = max|x_j| ** alpha / max|w_j| ** (1 - alpha)`` (:func:`factors`), with ``max|x_j|`` measured
 on the model's own activations (:func:`activations`): the prompts of ``CALIBRATION``'s sentences,
 as the first unmasking step sees them (every target code a mask) and with random codes in their
-place, run once through the source graph when the rewritten graph is made, and kept in it. Each
+place, run once through the source graph when the rewritten graph is made (the factors they give are
+folded into the rewritten graph's weights; the activations are not kept). Each
 site takes the strength ``alpha`` of ``STRENGTHS``, or no smoothing, that rounds a sample of those
 activations best through its products (:func:`choose`): smoothing that would cost more than it
 saves (as down's input's can on weights without outliers) is not made. Sites chosen alone can
@@ -301,7 +302,7 @@ def activations(
     from omnivoice_rt.artifacts.bidirectional import llm_feeds
 
     embeds = next(i for i in model.graph.input if i.name == "inputs_embeds")
-    kind = embeds.type.tensor_type.elem_type  # the norms' outputs are of the activations' type
+    kind = embeds.type.tensor_type.elem_type  # every product's input is of the activations' type
     for name in tensors:
         model.graph.output.append(helper.make_tensor_value_info(name, kind, None))
     locations = {
