@@ -42,7 +42,8 @@ from omnivoice_rt.engine.matmul import fallback as fallback_matmul
 from omnivoice_rt.engine.matmul import resolve as resolve_matmul
 from omnivoice_rt.engine.plan import Piece, RowLimits, check_row, plan_parts
 from omnivoice_rt.engine.prompt import Prompt, TextTokenizer, build_prompt
-from omnivoice_rt.engine.qgemm import RewriteError, integer_graphs
+from omnivoice_rt.engine.qgemm import RewriteError
+from omnivoice_rt.engine.rewritten import integer_graphs
 from omnivoice_rt.engine.sessions import graph_path, load_graphs
 from omnivoice_rt.engine.unmask import unmask
 from omnivoice_rt.errors import Cancelled

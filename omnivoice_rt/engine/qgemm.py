@@ -21,15 +21,13 @@ The activations of a graph in fp16 are cast to fp32 around the integer kernels. 
 weights are requantized, the outlier channels of its products' inputs are moved into them
 (SmoothQuant, :mod:`omnivoice_rt.engine.smooth`; ``OMNIVOICE_SMOOTH=0`` turns it off), and the
 smoothed graph is kept only if it rounds held-out prompts closer to the source graph than the
-plain rewrite does (:func:`judge_smoothing`).
+plain rewrite does (``rewritten.judge_smoothing``, which makes and keeps the graphs a load
+needs).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import shutil
 from functools import lru_cache
 from pathlib import Path
 
@@ -40,8 +38,6 @@ logger = logging.getLogger(__name__)
 # What a rewritten graph holds, in its cache key (omnivoice_rt.artifacts.derived): bump on any change here.
 VERSION = 5  # 2: activations smoothed; 3: o's and down's inputs too; 4: the CPU's weight levels;
 # 5: the smoothed graph kept only where it rounds held-out prompts better than the plain one
-# Beside a smoothed rewrite: its error and the plain one's, and which was kept (judge_smoothing).
-SMOOTHING = "smoothing.json"
 ROUNDINGS = ("tensor", "row")
 # A MatMul by a constant float weight is rewritten from this many weights on (the LLM's
 # projections; not the small products of a norm or a position table).
@@ -414,110 +410,3 @@ def rewrite_file(src: Path, dst: Path, rounding: str, measured: dict | None = No
         size_threshold=1024,
     )
     return count
-
-
-def smoothing() -> bool:
-    """Whether the LLM's rewrite smooths its activations (:mod:`omnivoice_rt.engine.smooth`):
-    ``OMNIVOICE_SMOOTH`` 1 (the default) or 0."""
-    value = os.environ.get("OMNIVOICE_SMOOTH", "1").strip()
-    if value not in ("0", "1"):
-        raise ValueError(f"OMNIVOICE_SMOOTH={value!r}: use 1 (smooth the activations) or 0 (not)")
-    return value == "1"
-
-
-def integer_graphs(root: Path, manifest, precision: str, overrides: dict, kernel: str) -> dict:
-    """``{role: rewritten graph}`` for ``kernel`` (``qgemm`` or ``qgemm-row``): the LLM, and any
-    other graph of the profile with MatMulNBits (the published int4 heads), each rewritten from
-    the graph that would load (the repaired LLM where there is one), the LLM's activations
-    smoothed where that was judged better (:func:`smoothing`, :func:`judge_smoothing`: a
-    ``-smooth`` folder may hold the plain rewrite), made at the first load and kept beside the
-    repaired LLM (:mod:`omnivoice_rt.artifacts.derived`). ``RewriteError`` when a graph cannot be rewritten,
-    ``ArtifactError`` when it cannot be written."""
-    from omnivoice_rt.artifacts.derived import derived, source_key
-    from omnivoice_rt.artifacts.hub import repair_storage
-    from omnivoice_rt.engine.kernels import KERNELS, nbits
-    from omnivoice_rt.engine.sessions import graph_path
-
-    rounding = KERNELS[kernel].rounding
-    smooth = smoothing()
-    rewritten = {}
-    for role in manifest.profile(precision).graphs:
-        source = graph_path(root, manifest, precision, role, overrides)
-        if role != "llm_decoder" and nbits(str(source)) is None:
-            continue
-        smoothed = smooth and role == "llm_decoder"
-
-        def make(into: Path, source=source, smoothed=smoothed) -> None:
-            try:
-                measured = (
-                    calibrate(root, manifest, precision, overrides, source, into)
-                    if smoothed
-                    else None
-                )
-                rewrite_file(source, into / source.name, rounding, measured)
-                if measured:
-                    judge_smoothing(root, manifest, precision, overrides, source, into, rounding)
-            except (RewriteError, OSError):
-                raise
-            except Exception as exc:  # onnx, protobuf and onnxruntime raise their own types
-                raise RewriteError(f"{source.name} could not be rewritten ({exc})") from exc
-
-        levels = weight_levels()
-        key = source_key(source, f"qgemm {VERSION} {rounding} smooth {int(smoothed)} w{levels}")
-        name = f"{kernel}{'-smooth' * smoothed}-{precision}-{role}"
-        folder = derived(repair_storage(root), name, key, make, f"the {kernel} {role} graph")
-        rewritten[role] = folder / source.name
-    return rewritten
-
-
-def judge_smoothing(
-    root: Path, manifest, precision: str, overrides: dict, source: Path, into: Path, rounding: str
-) -> None:
-    """Keep the smoothed rewrite of ``source`` in ``into`` only if it rounds the LLM's hidden
-    states on prompts the calibration has not seen (``smooth.HELD_OUT``) closer to ``source``'s
-    than the plain rewrite does; else put the plain one in its place. Each site's choice is
-    judged alone on calibration's rows, and those choices can compound into a worse model
-    (docs/performance.md "Smoothing with 7-bit weights"). The errors go to
-    ``into/SMOOTHING``."""
-    from omnivoice_rt.engine.smooth import HELD_OUT, calibration_embeddings, hidden_errors
-
-    plain = into / "plain"
-    plain.mkdir()
-    try:
-        rewrite_file(source, plain / source.name, rounding)
-        embeddings = calibration_embeddings(root, manifest, precision, overrides, HELD_OUT)
-        smoothed, unsmoothed = hidden_errors(
-            source, [into / source.name, plain / source.name], embeddings, manifest.model.head_dim
-        )
-        kept = smoothed < unsmoothed
-        if not kept:
-            for made in plain.iterdir():
-                os.replace(made, into / made.name)
-        record = {"smoothed": smoothed, "plain": unsmoothed, "kept": kept}
-        (into / SMOOTHING).write_text(json.dumps(record, indent=1))
-        logger.info(
-            "smoothing %s: hidden-state error on held-out prompts %.4f smoothed, %.4f plain",
-            "kept" if kept else "dropped",
-            smoothed,
-            unsmoothed,
-        )
-    finally:
-        shutil.rmtree(plain, ignore_errors=True)
-
-
-def calibrate(
-    root: Path, manifest, precision: str, overrides: dict, source: Path, work: Path
-) -> dict:
-    """The LLM ``source``'s smoothable activations on the calibration prompts (peaks, samples), its
-    copy made in the folder ``work``."""
-    import onnx
-
-    from omnivoice_rt.engine.smooth import activations, calibration_embeddings, sites
-
-    graph = onnx.load(str(source), load_external_data=False)
-    initializers = {t.name: t for t in graph.graph.initializer}
-    tensors = [site.tensor for site in sites(graph, lambda node: is_product(node, initializers))]
-    if not tensors:
-        return {}
-    embeddings = calibration_embeddings(root, manifest, precision, overrides)
-    return activations(source, graph, tensors, embeddings, manifest.model.head_dim, work)

@@ -19,7 +19,7 @@ site takes the strength ``alpha`` of ``STRENGTHS``, or no smoothing, that rounds
 activations best through its products (:func:`choose`): smoothing that would cost more than it
 saves (as down's input's can on weights without outliers) is not made. Sites chosen alone can
 still compound into a worse model, so the smoothed graph is then judged whole against the plain
-rewrite on ``HELD_OUT``'s prompts (:func:`hidden_errors`, ``qgemm.judge_smoothing``) and kept
+rewrite on ``HELD_OUT``'s prompts (:func:`hidden_errors`, ``rewritten.judge_smoothing``) and kept
 only if it rounds them closer to the source graph.
 """
 
@@ -53,7 +53,7 @@ CALIBRATION = [
 ]
 # Prompts the smoothed graph is judged on as a whole, none of them calibration's: smoothing is
 # kept only where it rounds these closer to the source graph than no smoothing does
-# (``qgemm.judge_smoothing``).
+# (``rewritten.judge_smoothing``).
 HELD_OUT = [
     ("en", "Please remind me to water the plants at seven tomorrow morning."),
     ("fr", "Le train de neuf heures partira avec dix minutes de retard."),

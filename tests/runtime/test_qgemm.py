@@ -15,7 +15,7 @@ import onnxruntime as ort
 import pytest
 
 from omnivoice_rt.artifacts.profiles import weights_of
-from omnivoice_rt.engine import qgemm
+from omnivoice_rt.engine import qgemm, rewritten
 from omnivoice_rt.engine.kernels import KERNELS
 from omnivoice_rt.engine.matmul import measure, nbits_model
 from omnivoice_rt.engine.qgemm import nbits_weights, requantize, rewrite_model
@@ -400,7 +400,9 @@ def test_smoothing_takes_channel_outliers_off_the_rounding(
     def judged(root) -> dict:  # what the smoothed load decided (judge_smoothing's record)
         monkeypatch.setenv("OMNIVOICE_SMOOTH", "1")
         voice = OmniVoiceONNX.load(root, "int4", matmul="qgemm-row")
-        return json.loads((voice.graphs["llm_decoder"].path.parent / qgemm.SMOOTHING).read_text())
+        return json.loads(
+            (voice.graphs["llm_decoder"].path.parent / rewritten.SMOOTHING).read_text()
+        )
 
     built = {smooth: error(cpu_artifacts, smooth) for smooth in "01"}
     # 7-bit weights (a CPU whose kernel saturates) leave less to gain: on an AVX2 Zen 3 the
@@ -442,7 +444,7 @@ def test_smoothing_is_kept_only_where_it_rounds_held_out_prompts_better(
     def load(root, smoothed: str):
         monkeypatch.setenv("OMNIVOICE_SMOOTH", smoothed)
         voice = OmniVoiceONNX.load(root, "int4", matmul="qgemm-row")
-        record = voice.graphs["llm_decoder"].path.parent / qgemm.SMOOTHING
+        record = voice.graphs["llm_decoder"].path.parent / rewritten.SMOOTHING
         judged = json.loads(record.read_text()) if record.exists() else None
         return voice.backbone.llm(embeds)[0], judged
 
