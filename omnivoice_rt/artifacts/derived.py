@@ -77,7 +77,7 @@ def intact(folder: Path) -> bool:
 @contextmanager
 def _alone(lock: Path, what: str) -> Iterator[None]:
     """Hold ``lock`` (an exclusive ``flock``) for the block, saying so if another process holds
-    it; without ``fcntl`` (not POSIX) the block runs unlocked."""
+    it; without ``fcntl`` (not POSIX) or a file system that locks, the block runs unlocked."""
     try:
         import fcntl
     except ImportError:
@@ -89,6 +89,8 @@ def _alone(lock: Path, what: str) -> Iterator[None]:
         except BlockingIOError:
             logger.info("waiting for another process making %s", what)
             fcntl.flock(held, fcntl.LOCK_EX)
+        except OSError:  # a file system without locks (some network ones): made unlocked
+            logger.debug("no lock on %s: %s made without one", lock, what)
         yield  # the lock goes with the file's closing
 
 

@@ -293,6 +293,22 @@ def test_a_half_made_folder_of_a_killed_maker_is_removed_by_the_next(cpu_artifac
     )
 
 
+def test_a_cache_on_a_file_system_without_locks_is_made_all_the_same(
+    cpu_artifacts, hf_home, monkeypatch
+):
+    """Some network file systems refuse flock: the repaired LLM and the rewrite are made without
+    the lock, as before there was one, rather than the load failing."""
+    import errno
+    import fcntl
+
+    def refuse(*args):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", refuse)
+    voice = OmniVoiceONNX.load(cpu_artifacts, "int4", matmul="qgemm-row")
+    assert voice.matmul[0] == "qgemm-row" and str(hf_home) in str(voice.graphs["llm_decoder"].path)
+
+
 def test_smoothing_factors_balance_activations_and_weights():
     s = factors(np.array([100.0, 1.0, 0.0, 4.0]), np.array([1.0, 1.0, 5.0, 0.0]))
     np.testing.assert_allclose(s, [10.0, 1.0, 1.0, 1.0])  # sqrt(peak / weight peak); 1 if zero
