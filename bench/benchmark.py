@@ -90,6 +90,26 @@ def physical_cores() -> list[list[int]]:
     return list(cores.values())
 
 
+def add_core_options(parser) -> None:
+    """``--cores`` and ``--threads``, for a bench that times one process's sessions."""
+    parser.add_argument(
+        "--cores",
+        type=int,
+        help="run on this many distinct cores, one CPU each, and as many threads (default: all)",
+    )
+    parser.add_argument(
+        "--threads", type=int, help="each session's threads (default: one per core); say which"
+    )
+
+
+def session_threads(args) -> int | None:
+    """Pin the process to ``args.cores`` (:func:`pin_cores`) where given, and return each
+    session's threads: ``--threads``, else ``--cores``, else None (one per core)."""
+    if args.cores:
+        pin_cores(args.cores)
+    return args.threads or args.cores
+
+
 def pin_cores(count: int) -> None:
     """Run this process (and the threads it starts from now on) on ``count`` distinct cores, one
     logical CPU of each: two CPUs of a large machine picked by hand can be one core's two

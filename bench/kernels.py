@@ -25,7 +25,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.benchmark import CASES, machine, pin_cores, run_onnx, summary  # noqa: E402
+from bench.benchmark import (  # noqa: E402
+    CASES,
+    add_core_options,
+    machine,
+    run_onnx,
+    session_threads,
+    summary,
+)
 
 
 def main(argv=None) -> int:
@@ -36,18 +43,9 @@ def main(argv=None) -> int:
     parser.add_argument("--presets", default="balanced,turbo")
     parser.add_argument("--cases", default="auto,prompt", help="auto, clone, prompt")
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument(
-        "--cores",
-        type=int,
-        help="run on this many distinct cores, one CPU each, and as many threads (default: all)",
-    )
-    parser.add_argument(
-        "--threads", type=int, help="each session's threads (default: one per core); say which"
-    )
+    add_core_options(parser)
     args = parser.parse_args(argv)
-    if args.cores:
-        pin_cores(args.cores)
-        args.threads = args.threads or args.cores
+    args.threads = session_threads(args)
 
     from omnivoice_build.equivalence import write_reference
     from omnivoice_rt import OmniVoiceONNX

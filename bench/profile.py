@@ -26,7 +26,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.benchmark import CASES, FIVE_SECONDS, machine, pin_cores  # noqa: E402
+from bench.benchmark import (  # noqa: E402
+    CASES,
+    FIVE_SECONDS,
+    add_core_options,
+    machine,
+    session_threads,
+)
 
 
 def profiled(graph, kernel: str, folder: str, threads: int | None) -> None:
@@ -61,18 +67,9 @@ def main(argv=None) -> int:
     parser.add_argument("--preset", default="balanced")
     parser.add_argument("--reference", action="store_true", help="clone from a saved prompt")
     parser.add_argument("--top", type=int, default=8, help="operator types shown per graph")
-    parser.add_argument(
-        "--cores",
-        type=int,
-        help="run on this many distinct cores, one CPU each, and as many threads (default: all)",
-    )
-    parser.add_argument(
-        "--threads", type=int, help="each session's threads (default: one per core)"
-    )
+    add_core_options(parser)
     args = parser.parse_args(argv)
-    if args.cores:
-        pin_cores(args.cores)
-        args.threads = args.threads or args.cores
+    args.threads = session_threads(args)
 
     from omnivoice_build.equivalence import write_reference
     from omnivoice_rt import OmniVoiceONNX
