@@ -339,3 +339,55 @@ def published_int4(tiny_checkpoint, tmp_path_factory) -> Path:
     from omnivoice_build.published import build_replica
 
     return build_replica(tiny_checkpoint, tmp_path_factory.mktemp("published-int4") / "repo")
+
+
+# ----------------------------------------------------------------------------------------- Ray
+
+RAY_TOKEN = "omnivoice-tests-" + "0123456789abcdef" * 2  # a token of the tests' own clusters
+# What a Ray test's cluster and commands are given, by name: "none", no token anywhere (a cluster
+# that `ray start --head` makes without authentication); "file", a token in HOME/.ray/auth_token
+# and RAY_AUTH_MODE unset (`ray start --head` turns authentication on by itself, as on a machine
+# where `ray.init(address="local")` once wrote the file); "env", RAY_AUTH_MODE=token with
+# RAY_AUTH_TOKEN, as docs/replicas.md tells a cluster's operator to set it on every node.
+RAY_AUTH = ("none", "file", "env")
+
+
+def ray_environment(home: Path, auth: str = "none") -> dict[str, str]:
+    """The environment of a Ray test's processes: a HOME of its own (never the machine's
+    ``~/.ray``), no ``RAY_*`` variable of the caller's, and the authentication ``auth`` names."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    environment.update(HOME=str(home), RAY_USAGE_STATS_ENABLED="0")
+    (home / ".ray").mkdir(parents=True, exist_ok=True)
+    if auth == "file":
+        (home / ".ray" / "auth_token").write_text(RAY_TOKEN)
+    elif auth == "env":
+        environment.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=RAY_TOKEN)
+    elif auth != "none":
+        raise ValueError(f"auth: one of {RAY_AUTH}, not {auth!r}")
+    return environment
+
+
+RAY_CLI = (sys.executable, "-m", "ray.scripts.scripts")
+
+
+def ray_head(port: int, environment: dict, cpus: int = 1) -> None:
+    """``ray start --head`` on 127.0.0.1:``port`` (one line of its output where it fails)."""
+    import subprocess
+
+    done = subprocess.run(
+        [*RAY_CLI, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port)]
+        + ["--num-cpus", str(cpus), "--include-dashboard", "false", "--disable-usage-stats"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"ray start --head failed: {done.stderr[-2000:]}")
+
+
+def ray_stop(environment: dict) -> None:
+    """``ray stop --force``: every Ray process on this machine."""
+    import subprocess
+
+    subprocess.run([*RAY_CLI, "stop", "--force"], env=environment, capture_output=True, timeout=120)

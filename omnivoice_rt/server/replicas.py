@@ -51,6 +51,7 @@ from starlette.responses import Response
 from omnivoice_rt.limits import MAX_WAITING, UPLOAD_TIMEOUT_S
 from omnivoice_rt.server.api_errors import ApiError
 from omnivoice_rt.server.voices_api import MAX_VOICE_UPLOAD
+from omnivoice_rt.tools import ray_auth
 
 logger = logging.getLogger(__name__)
 
@@ -319,6 +320,7 @@ def deploy(config, address: str, package_travels: bool = True):
     )
     if address not in ("auto", "local") and not answers(address):
         raise ValueError(no_cluster)  # Ray itself would retry for minutes
+    ray_auth.prepare(address, "--address")  # the token the cluster asks for, or one line
     try:
         ray.init(
             address=address,  # "local": a new cluster, never one found on this machine
@@ -329,7 +331,7 @@ def deploy(config, address: str, package_travels: bool = True):
             logging_level=logging.WARNING,
         )
     except ConnectionError as exc:
-        raise ValueError(no_cluster) from exc
+        raise ValueError(ray_auth.refusal(exc, f"--address {address}") or no_cluster) from exc
     have, need = ray.cluster_resources().get("CPU", 0), needed_cpus(config)
     if need > have:
         raise ValueError(

@@ -38,9 +38,11 @@ def ray_results(
     except ImportError as exc:
         raise ValueError("--ray needs Ray: pip install 'omnivoice-onnx[ray]'") from exc
     import omnivoice_rt
+    from omnivoice_rt.tools import ray_auth
 
     source = str(Path(source).resolve()) if source and Path(source).is_dir() else source
     package = str(Path(omnivoice_rt.__file__).parent)
+    ray_auth.prepare(address, "--ray")  # the token the cluster asks for, or one line
     try:
         ray.init(
             address=address,  # "local": a new cluster, never one found on this machine
@@ -49,6 +51,9 @@ def ray_results(
             logging_level=logging.WARNING,
         )
     except ConnectionError as exc:  # no cluster there
+        refused = ray_auth.refusal(exc, f"--ray {address}")
+        if refused:
+            raise ValueError(refused) from exc
         where = "on this machine" if address == "auto" else f"at {address}"
         raise ValueError(
             f"--ray {address}: no Ray cluster is running {where}; start one with `ray start --head`, "

@@ -4,7 +4,6 @@ on loopback give the same audio; a killed run resumes; bad lines are reported an
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -19,7 +18,7 @@ import soundfile as sf
 from omnivoice_build.equivalence import write_reference
 from omnivoice_rt.model import OmniVoiceONNX
 from omnivoice_rt.tools.batch import RESULTS, made_by, run_batch
-from tests.conftest import ROOT, free_port
+from tests.conftest import RAY_AUTH, ROOT, free_port, ray_environment, ray_head, ray_stop
 
 GOOD = [
     {"id": "plain", "text": "A plain sentence, made by the batch."},
@@ -161,64 +160,120 @@ def test_a_pool_of_two_gives_the_same_audio(single, items, cpu_artifacts, tmp_pa
         np.testing.assert_array_equal(audio, expected[name])
 
 
-def test_ray_on_a_local_cluster_gives_the_same_audio(single, items, cpu_artifacts, tmp_path):
-    pytest.importorskip("ray")
-    port = free_port()
-    environment = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-    ray = [sys.executable, "-m", "ray.scripts.scripts"]
-    subprocess.run(
-        [
-            *ray,
-            "start",
-            "--head",
-            "--node-ip-address",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--num-cpus",
-            "2",
-            "--include-dashboard",
-            "false",
-            "--disable-usage-stats",
-        ],
-        check=True,
-        env=environment,
-        capture_output=True,
-        timeout=180,
+def ray_batch(items: Path, artifacts: Path, out: Path, address: str, environment: dict, *extra):
+    """``batch --ray ADDRESS`` of ``items`` into ``out``, as a user runs it."""
+    command = [sys.executable, "-m", "omnivoice_rt", "batch", "--model-dir", str(artifacts)]
+    command += [
+        "--input",
+        str(items),
+        "--output-dir",
+        str(out),
+        "--workers",
+        "2",
+        "--ray",
+        address,
+        *extra,
+    ]
+    return subprocess.run(
+        command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=600
     )
-    try:
-        run = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "omnivoice_rt",
-                "batch",
-                "--model-dir",
-                str(cpu_artifacts),
-                "--input",
-                str(items),
-                "--output-dir",
-                str(tmp_path),
-                "--workers",
-                "2",
-                "--ray",
-                f"127.0.0.1:{port}",
-            ],
-            cwd=ROOT,
-            env=environment,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-    finally:
-        subprocess.run([*ray, "stop", "--force"], env=environment, capture_output=True, timeout=120)
+
+
+def assert_the_same_audio(run, single: Path, out: Path) -> None:
     assert run.returncode == 1, run.stderr  # some lines failed
     assert f"made {len(GOOD)}, skipped 0, failed {len(BAD)}" in run.stdout, run.stdout + run.stderr
     expected = samples(single)
-    made = samples(tmp_path)
+    made = samples(out)
     assert set(made) == set(expected)
     for name, audio in made.items():
         np.testing.assert_array_equal(audio, expected[name])
+
+
+# A cluster the user starts, without a token, with one in ~/.ray (authentication turned on by
+# `ray start` itself; the batch sends the token, the cluster being on this machine), and with
+# RAY_AUTH_MODE=token and RAY_AUTH_TOKEN set for both.
+@pytest.mark.parametrize("auth", RAY_AUTH)
+def test_ray_on_a_users_cluster_gives_the_same_audio(auth, single, items, cpu_artifacts, tmp_path):
+    pytest.importorskip("ray")
+    environment = ray_environment(tmp_path / "home", auth)
+    port = free_port()
+    ray_head(port, environment, cpus=2)
+    try:
+        run = ray_batch(items, cpu_artifacts, tmp_path / "out", f"127.0.0.1:{port}", environment)
+    finally:
+        ray_stop(environment)
+    assert_the_same_audio(run, single, tmp_path / "out")
+
+
+# --ray local: a cluster of the batch's own, with Ray's default (token authentication, the token
+# made in ~/.ray if missing) whether a token was there before or not.
+@pytest.mark.parametrize("auth", ["none", "file"])
+def test_ray_local_gives_the_same_audio(auth, single, items, cpu_artifacts, tmp_path):
+    pytest.importorskip("ray")
+    environment = ray_environment(tmp_path / "home", auth)
+    try:
+        run = ray_batch(items, cpu_artifacts, tmp_path / "out", "local", environment)
+    finally:
+        ray_stop(environment)
+    assert_the_same_audio(run, single, tmp_path / "out")
+
+
+def test_a_missing_or_wrong_ray_token_is_one_line(items, cpu_artifacts, tmp_path):
+    """Against a cluster that asks for a token: each wrong setting is one line naming what to set,
+    told at once (one call to the cluster), not after Ray's 20 s of retries; nothing is made."""
+    pytest.importorskip("ray")
+    environment = ray_environment(tmp_path / "home", "file")
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    ray_head(port, environment)
+    cases = {
+        "wrong token": (
+            {**environment, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "no"},
+            "refused the token from RAY_AUTH_TOKEN",
+        ),
+        "no token": ({**environment, "HOME": str(tmp_path / "elsewhere")}, "asks for a token"),
+        # --ray auto: the cluster this machine started last, found as Ray finds it
+        "auto, no token": ({**environment, "HOME": str(tmp_path / "elsewhere")}, "auto (the"),
+        "disabled": ({**environment, "RAY_AUTH_MODE": "disabled"}, "RAY_AUTH_MODE=disabled"),
+        "unreadable": (
+            {**environment, "RAY_AUTH_TOKEN_PATH": str(tmp_path / "none")},
+            "cannot be read",
+        ),
+    }
+    try:
+        for case, (env, words) in cases.items():
+            started = time.monotonic()
+            where = "auto" if case.startswith("auto") else address
+            run = ray_batch(items, cpu_artifacts, tmp_path / case, where, env, "-q")
+            took = time.monotonic() - started
+            assert run.returncode == 2 and "Traceback" not in run.stderr, (case, run.stderr)
+            lines = run.stderr.strip().splitlines()
+            assert len(lines) == 1, (case, run.stderr)
+            assert words in lines[0] and "RAY_AUTH" in lines[0], (case, lines)
+            assert not list((tmp_path / case).glob("*.wav")), case
+            assert took < 15, (case, took)  # Ray alone retries for 20 s, then blames the address
+    finally:
+        ray_stop(environment)
+
+
+def test_a_token_goes_only_to_a_cluster_on_this_machine():
+    from omnivoice_rt.tools.ray_auth import on_this_machine
+
+    assert on_this_machine("127.0.0.1:6379") and on_this_machine("localhost:6379")
+    assert on_this_machine("[::1]:6379") or not socket_has_ipv6()
+    assert not on_this_machine("203.0.113.7:6379")  # TEST-NET-3: never an address of a machine
+    assert not on_this_machine("no-such-host.invalid:6379")
+
+
+def socket_has_ipv6() -> bool:
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6) as sock:
+            sock.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
 
 
 def test_a_killed_run_resumes_and_makes_each_item_once(single, items, cpu_artifacts, tmp_path):
@@ -303,7 +358,7 @@ def test_one_run_per_output_folder(items, cpu_artifacts, tmp_path):
 
 def test_ray_auto_without_a_cluster_says_how_to_start_one(items, cpu_artifacts, tmp_path):
     pytest.importorskip("ray", reason="Ray (the ray extra)")
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    environment = ray_environment(tmp_path / "home")
     command = [
         sys.executable,
         "-m",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -21,12 +20,19 @@ import psutil
 import pytest
 import yaml
 
-from tests.conftest import ROOT, free_port, running_app
+from tests.conftest import (
+    RAY_CLI,
+    ROOT,
+    free_port,
+    ray_environment,
+    ray_head,
+    ray_stop,
+    running_app,
+)
 
 pytest.importorskip("ray.serve", reason="Ray Serve (the ray extra: ray[serve])")
 
-RAY = [sys.executable, "-m", "ray.scripts.scripts"]
-ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "OMNIVOICE_MATMUL": "fp32"}
+SETTINGS = {"OMNIVOICE_MATMUL": "fp32"}
 PREFIX = "/tts"
 REPLICA = "ServeReplica:omnivoice:Model"  # a Model replica's process title
 TEXTS = [
@@ -44,29 +50,27 @@ def replica_pids() -> set[int]:
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    """A Ray head and a second node on this machine, one CPU each; its address."""
+def cluster(tmp_path_factory):
+    """A Ray head and a second node on this machine, one CPU each, with token authentication as
+    a machine where Ray once wrote ``~/.ray/auth_token`` has it (the head turns it on by itself;
+    the joining node is told ``RAY_AUTH_MODE=token``, as docs/replicas.md says); (its address,
+    the environment of the commands run against it: RAY_AUTH_MODE unset, the token in HOME)."""
+    environment = {**ray_environment(tmp_path_factory.mktemp("ray-home"), "file"), **SETTINGS}
     port = free_port()
     address = f"127.0.0.1:{port}"
     common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--disable-usage-stats"]
     try:
+        ray_head(port, environment)
         subprocess.run(
-            [*RAY, "start", "--head", "--port", str(port), "--include-dashboard", "false", *common],
+            [*RAY_CLI, "start", "--address", address, *common],
             check=True,
-            env=ENV,
+            env={**environment, "RAY_AUTH_MODE": "token"},
             capture_output=True,
             timeout=180,
         )
-        subprocess.run(
-            [*RAY, "start", "--address", address, *common],
-            check=True,
-            env=ENV,
-            capture_output=True,
-            timeout=180,
-        )
-        yield address
+        yield address, environment
     finally:
-        subprocess.run([*RAY, "stop", "--force"], env=ENV, capture_output=True, timeout=120)
+        ray_stop(environment)
 
 
 def config_file(folder: Path, artifacts: Path, voices: Path, port: int, replicas: int = 2) -> Path:
@@ -88,55 +92,73 @@ def config_file(folder: Path, artifacts: Path, voices: Path, port: int, replicas
     return path
 
 
-def command(config: Path, address: str, **kwargs) -> subprocess.Popen:
+def command(config: Path, address: str, environment: dict, **kwargs) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "omnivoice_rt.server.replicas", str(config), "--address", address],
         cwd=ROOT,
-        env=ENV,
+        env=environment,
         **kwargs,
     )
 
 
+def one_line(run: subprocess.Popen) -> str:
+    """The command's one line of error (it exits 2, no traceback)."""
+    out, err = run.communicate(timeout=600)
+    lines = [line for line in err.splitlines() if "omnivoice-onnx-replicas" in line]
+    assert run.returncode == 2 and len(lines) == 1 and "Traceback" not in err, (out, err)
+    return lines[0]
+
+
+# First, before the module's cluster starts (its `ray stop` would stop that one too): a cluster
+# without a token and one whose nodes all have RAY_AUTH_MODE=token and RAY_AUTH_TOKEN; asking for
+# more CPUs than it has is told only once connected (and authenticated); a wrong token in one line.
+@pytest.mark.parametrize("auth", ["none", "env"])
+def test_the_command_joins_a_cluster_with_or_without_a_token(auth, cpu_artifacts, tmp_path):
+    environment = {**ray_environment(tmp_path / "home", auth), **SETTINGS}
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    config = config_file(tmp_path, cpu_artifacts, tmp_path, free_port(), replicas=3)
+    pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ray_head(port, environment)
+        line = one_line(command(config, address, environment, **pipes))
+        assert "take 3 CPUs and the cluster has 1" in line, line
+        if auth == "env":
+            wrong = {**environment, "RAY_AUTH_TOKEN": "not-the-token"}
+            line = one_line(command(config, address, wrong, **pipes))
+            assert "refused the token from RAY_AUTH_TOKEN" in line, line
+            # and the same without any token, the mode unset
+            bare = {k: v for k, v in environment.items() if not k.startswith("RAY_AUTH")}
+            line = one_line(command(config, address, bare, **pipes))
+            assert "asks for a token" in line and "RAY_AUTH_MODE=token" in line, line
+    finally:
+        ray_stop(environment)
+
+
 # First: it deploys nothing that stays, before the deployment the others share.
 def test_the_command_says_in_one_line_what_is_wrong(cluster, cpu_artifacts, tmp_path):
+    address, environment = cluster
     port = free_port()
     config = config_file(tmp_path, cpu_artifacts, tmp_path, port)
-    lines = {}
-    for case, path, address in [
-        ("no cluster", config, f"127.0.0.1:{free_port()}"),
-        ("too few CPUs", config_file(tmp_path, cpu_artifacts, tmp_path, port, 3), cluster),
-    ]:
-        run = command(path, address, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        out, err = run.communicate(timeout=300)
-        assert run.returncode == 2, (case, out, err)
-        lines[case] = [line for line in err.splitlines() if "omnivoice-onnx-replicas" in line]
-        assert len(lines[case]) == 1 and "Traceback" not in err, (case, err)
-    assert "ray start --head" in lines["no cluster"][0], lines
-    assert "take 3 CPUs and the cluster has 2" in lines["too few CPUs"][0], lines
-    assert "num_replicas" in lines["too few CPUs"][0], lines
+    pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    no_cluster = one_line(command(config, f"127.0.0.1:{free_port()}", environment, **pipes))
+    assert "ray start --head" in no_cluster, no_cluster
+    too_many = config_file(tmp_path, cpu_artifacts, tmp_path, port, 3)
+    line = one_line(command(too_many, address, environment, **pipes))
+    assert "take 3 CPUs and the cluster has 2" in line and "num_replicas" in line, line
     # a setting the replicas do not know, before anything starts
     wrong = yaml.safe_load(config.read_text())
     wrong["applications"][0]["args"]["voice_dir"] = "/nowhere"
     config.write_text(yaml.safe_dump(wrong))
-    run = subprocess.run(
-        [sys.executable, "-m", "omnivoice_rt.server.replicas", str(config), "--address", cluster],
-        cwd=ROOT,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 2 and "unknown replica setting voice_dir" in run.stderr, run.stderr
-    assert "the settings are artifacts" in run.stderr, run.stderr
+    line = one_line(command(config, address, environment, **pipes))
+    assert "unknown replica setting voice_dir" in line, line
+    assert "the settings are artifacts" in line, line
     # a model folder that is not there: the replicas' own error, once, and nothing left running
     del wrong["applications"][0]["args"]["voice_dir"]
     wrong["applications"][0]["args"]["artifacts"] = str(tmp_path / "missing")
     config.write_text(yaml.safe_dump(wrong))
-    run = command(config, cluster, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _, err = run.communicate(timeout=600)
-    line = [line for line in err.splitlines() if "omnivoice-onnx-replicas" in line]
-    assert run.returncode == 2 and len(line) == 1, err
-    assert "omnivoice failed to deploy" in line[0] and str(tmp_path / "missing") in line[0], line
+    line = one_line(command(config, address, environment, **pipes))
+    assert "omnivoice failed to deploy" in line and str(tmp_path / "missing") in line, line
     deadline = time.time() + 60
     while replica_pids():
         assert time.time() < deadline, "a replica is left running"
@@ -146,6 +168,7 @@ def test_the_command_says_in_one_line_what_is_wrong(cluster, cpu_artifacts, tmp_
 @pytest.fixture(scope="module")
 def deployed(cluster, cpu_artifacts, tmp_path_factory):
     """The shipped config, deployed by ``omnivoice-onnx-replicas``: (URL, voice folder)."""
+    address, environment = cluster
     folder = tmp_path_factory.mktemp("replicas")
     voices = folder / "voices"
     voices.mkdir()
@@ -154,7 +177,8 @@ def deployed(cluster, cpu_artifacts, tmp_path_factory):
     with open(log, "w") as out:
         process = command(
             config_file(folder, cpu_artifacts, voices, port),
-            cluster,
+            address,
+            environment,
             stdout=out,
             stderr=subprocess.STDOUT,
         )
