@@ -4,6 +4,8 @@
 
 Prints items per minute, the real-time factor over the whole batch (seconds of work per second
 of audio made), and the peak memory of each worker (the pool's children, sampled every 0.2 s).
+
+Extras: dev (psutil).
 """
 
 from __future__ import annotations

@@ -24,6 +24,8 @@ where the time goes (encoder, LLM, heads, codec decode, the rest: Python and num
 load time and the peak resident memory of a fresh process that loads int4 and speaks, and a
 roofline line: the LLM's arithmetic per second against the best MatMulNBits throughput measured
 here with the same kernel. The last line is machine-readable.
+
+Extras: build (PyTorch and upstream omnivoice, for its baseline).
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ port of 127.0.0.1, then, one after the other:
 
 ``--app`` points at another checkout's ``app.py`` to compare (docs/reliability.md compares the
 commit before the hardening with this one). Prints one line per figure and the CPU's model.
+
+Extras: server, dev (the tests' server starter, httpx, psutil).
 """
 
 from __future__ import annotations

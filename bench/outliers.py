@@ -25,6 +25,8 @@ rest, a "massive activation" that every layer's norm turns into a few huge input
 Random weights say nothing about the released model's outliers: the figures show what each
 rounding does when they are there. The rewritten graphs are cached under ``$HF_HOME`` as the
 runtime caches them.
+
+Extras: none (the package's own dependencies).
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ layout in turn (``omnivoice-onnx-replicas``), sends one request per replica to w
 ``--requests`` at once through the OpenAI door; prints requests per minute, seconds of audio made
 per second and per CPU, and the kernel each layout's replicas chose. The last line is
 machine-readable.
+
+Extras: server, ray.
 """
 
 from __future__ import annotations

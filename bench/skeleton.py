@@ -10,6 +10,8 @@ values drawn from its own distribution (floats from 257 of its quantiles, bytes 
 packed int4 weights uniformly over their range), so every operator runs on the same shapes and
 kinds of numbers and the timings are the original's. The outputs are not: use it for speed
 only. The restored folder's manifest lists the new files' sizes and sha256.
+
+Extras: none (the package's own dependencies).
 """
 
 from __future__ import annotations

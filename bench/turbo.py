@@ -8,6 +8,8 @@ benchmark takes most of an hour.
 ``--variant`` adds an engine: turbo with settings on top, e.g.
 ``--variant 'turbo-prompt={"frame_refresh_prompt": true}'``. Prints each engine's median
 real-time factor and its speedup over ``balanced`` per case, and the machine.
+
+Extras: none (the package's own dependencies).
 """
 
 from __future__ import annotations

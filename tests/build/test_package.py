@@ -317,3 +317,60 @@ def test_the_librarys_tests_run_without_torch(
     summary = tests.stdout.strip().splitlines()[-1]
     assert tests.returncode == 0, tests.stdout[-3000:]
     assert int(summary.split(" passed")[0].split()[-1]) >= 100, summary
+
+
+# ------------------------------------------------------------------------------- the bench scripts
+
+BENCH = sorted((ROOT / "bench").glob("*.py"))
+
+
+def bench_extras(script: Path) -> list[str]:
+    """The extras a bench script's docstring names on its ``Extras:`` line (``none``: [])."""
+    doc = ast.get_docstring(ast.parse(script.read_text())) or ""
+    (line,) = [line for line in doc.splitlines() if line.startswith("Extras: ")] or [""]
+    assert line, f"{script.name}: its docstring has no 'Extras:' line"
+    named = line.removeprefix("Extras: ").split("(")[0].rstrip(" .")
+    return [] if named == "none" else [extra.strip() for extra in named.split(",")]
+
+
+def test_no_bench_script_or_top_level_name_hides_a_module():
+    """``python bench/X.py`` puts ``bench/`` first on ``sys.path`` and the scripts put the
+    repository root next: a file there named as a standard-library module or as a top-level
+    module of an installed distribution would be imported instead of it (``bench/kernels.py``
+    hid the ``kernels`` package transformers imports; ``bench/profile.py`` the ``profile`` that
+    ``cProfile`` imports)."""
+    import importlib.metadata
+
+    installed = importlib.metadata.packages_distributions()
+    names = {path.stem for path in BENCH}
+    names |= {
+        path.stem if path.suffix == ".py" else path.name
+        for path in ROOT.iterdir()
+        if (path.suffix == ".py" or path.is_dir()) and not path.name.startswith(".")
+    }
+    ours = {"omnivoice_rt", "omnivoice_build"}  # the checkout's own packages, installed or not
+    hidden = {
+        name: sorted(installed.get(name, [])) or "the standard library"
+        for name in names - ours
+        if name in sys.stdlib_module_names or name in installed
+    }
+    assert not hidden, f"rename these, they hide modules: {hidden}"
+
+
+def test_each_bench_scripts_help_runs_with_the_extras_it_names(fresh, tmp_path):
+    """``--help`` of each bench script, run as its docstring says from another folder: those that
+    need no extra in the fresh environment of the wheel alone, the others here (the README's
+    environment, with every extra)."""
+    for script in BENCH:
+        extras = bench_extras(script)
+        assert set(extras) <= set(EXTRAS), (script.name, extras)
+        python = fresh / "bin" / "python" if not extras else Path(sys.executable)
+        done = subprocess.run(
+            [str(python), str(script), "--help"],
+            cwd=tmp_path,
+            env=user_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0 and "usage:" in done.stdout, (script.name, done.stderr[-2000:])

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where one generation's time goes, per graph and per operator type (ONNX Runtime's profiler).
 
-    python bench/profile.py --artifacts FULL_ARTIFACTS [--precision int4] [--matmul qgemm-row]
+    python bench/op_profile.py --artifacts FULL_ARTIFACTS [--precision int4] [--matmul qgemm-row]
         [--preset balanced] [--reference] [--cores N] [--threads N]
 
 Loads the model (``--matmul`` as ``load(matmul=)``), reopens every graph's session with
@@ -11,6 +11,8 @@ ONNX Runtime (numpy, Python) from the generation's own timings. ``--reference`` 
 saved voice prompt instead of the auto voice.
 ``--cores N`` runs on N distinct cores (one logical CPU each, never two hyperthreads of one
 core) with N threads: how "two cores" is measured on a larger machine.
+
+Extras: none (the package's own dependencies).
 """
 
 from __future__ import annotations

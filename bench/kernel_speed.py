@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The presets on each matrix kernel, alternating in one process, the same weights.
 
-    python bench/kernels.py --artifacts FULL_ARTIFACTS [--precision int4] [--kernels int8,qgemm-row,qgemm]
+    python bench/kernel_speed.py --artifacts FULL_ARTIFACTS [--precision int4] [--kernels int8,qgemm-row,qgemm]
         [--presets balanced,turbo] [--cases auto,prompt] [--reps 3] [--cores N] [--threads N]
 
 Each kernel of ``omnivoice_rt.engine.kernels.KERNELS`` loads the same artifacts (the integer GEMM's
@@ -11,6 +11,8 @@ kernel in turn, so a shared machine's drift hits them alike. Prints the median r
 features are on the machine line, since which kernel is fast depends on them.
 ``--cores N`` runs on N distinct cores (one logical CPU each, never two hyperthreads of one
 core) with N threads: how "two cores" is measured on a larger machine.
+
+Extras: none (the package's own dependencies).
 """
 
 from __future__ import annotations
