@@ -288,6 +288,37 @@ def pytest_configure(config):
         config.addinivalue_line("filterwarnings", "ignore::torch.jit.TracerWarning")
 
 
+# A test's tier, from the fixtures it uses, directly or through others (pyproject.toml declares
+# the markers): each mark below where its fixtures are among them, else ``unit``. A module's own
+# ``pytestmark`` of one of these names counts too.
+NEEDS = {
+    "build": {
+        "tiny_checkpoint",
+        "fp32_artifacts",
+        "cpu_artifacts",
+        "upstream",
+        "published",
+        "published_int4",
+        "tiny_whisper",
+        "wheel",
+        "fresh",
+    },
+    "server": {"app_server", "secured_server", "server", "keyless", "deployed", "cluster"},
+    "browser": {"browser", "page"},
+    "container": {"image", "rootfs"},
+    "slow": {"full_checkpoint", "full_voice", "full_upstream"},
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        uses = set(getattr(item, "fixturenames", ()))
+        needs = {mark for mark, fixtures in NEEDS.items() if uses & fixtures}
+        needs |= {mark.name for mark in item.iter_markers() if mark.name in NEEDS}
+        for mark in sorted(needs) or ["unit"]:
+            item.add_marker(mark)
+
+
 @pytest.fixture(scope="session")
 def app_server(cpu_artifacts, tiny_whisper, tmp_path_factory):
     """The app over the tiny int4/fp16 artifacts, with the tiny recogniser."""
