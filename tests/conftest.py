@@ -121,6 +121,22 @@ def cpu_artifacts(request, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def fp32_voice(fp32_artifacts):
+    """The fp32 model, loaded once for every test that only generates with it (none changes it)."""
+    from omnivoice_rt.model import OmniVoiceONNX
+
+    return OmniVoiceONNX.load(fp32_artifacts, "fp32")
+
+
+@pytest.fixture(scope="session")
+def int4_voice(cpu_artifacts):
+    """The int4 model of the published layout, loaded once, as the servers of the tests load it."""
+    from omnivoice_rt.model import OmniVoiceONNX
+
+    return OmniVoiceONNX.load(cpu_artifacts, "int4")
+
+
+@pytest.fixture(scope="session")
 def upstream(tiny_checkpoint):
     """The upstream OmniVoice PyTorch model on the same weights, in eval mode."""
     from omnivoice.models.omnivoice import OmniVoice

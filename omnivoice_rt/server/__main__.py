@@ -12,6 +12,14 @@ HINT = "pip install 'omnivoice-onnx[server]'"
 
 
 def run(argv: list[str] | None = None) -> int:
+    from omnivoice_rt.server.flags import FLAGS
+
+    try:  # before Gradio, which reads GRADIO_SERVER_PORT as it is imported and fails on a bad one
+        for flag in FLAGS:
+            flag.from_env()
+    except ValueError as exc:
+        print(f"omnivoice-onnx-server: error: {exc}", file=sys.stderr)
+        return 2
     try:
         from omnivoice_rt.server.main import main
 

@@ -11,7 +11,6 @@ page and its API at ``/`` (``page.py``), the OpenAI-compatible door under ``/v1`
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import signal
@@ -21,17 +20,8 @@ import threading
 import gradio as gr
 
 from omnivoice_rt.artifacts.profiles import PROFILES
-from omnivoice_rt.limits import (
-    DRAIN_S,
-    GRACEFUL_STOP_S,
-    HEADER_TIMEOUT_S,
-    MAX_HTTP_CONNECTIONS,
-    MAX_UPLOAD,
-    MAX_WAITING,
-    MAX_WYOMING_CONNECTIONS,
-    WYOMING_IDLE_S,
-)
-from omnivoice_rt.server import connections, gradio_guard, lifecycle
+from omnivoice_rt.limits import GRACEFUL_STOP_S, MAX_UPLOAD, MAX_WYOMING_CONNECTIONS, WYOMING_IDLE_S
+from omnivoice_rt.server import connections, flags, gradio_guard, lifecycle
 from omnivoice_rt.server.models import offered_precisions
 from omnivoice_rt.server.page import PAGE_CSS, build_demo
 from omnivoice_rt.server.serving import DEFAULTS, Config, Service
@@ -111,155 +101,22 @@ def local_url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="omnivoice-onnx-server",
-        description="OmniVoice ONNX: the page, the OpenAI-compatible door, MCP and Wyoming",
-    )
-    parser.add_argument(
-        "--artifacts",
-        default=os.environ.get("OMNIVOICE_ARTIFACTS"),
-        help="artifact folder or Hub repo (env OMNIVOICE_ARTIFACTS; default: $OMNIVOICE_REPO "
-        "or onnx-community/OmniVoice-Onnx)",
-    )
-    parser.add_argument(
-        "--precision",
-        choices=list(PROFILES),
-        default=os.environ.get("OMNIVOICE_PRECISION") or None,
-        help="the default precision (default: int4, or fp16 where int4's heads are int4, as in "
-        "the published repo)",
-    )
-    parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
-    parser.add_argument(
-        "--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860"))
-    )
-    parser.add_argument(
-        "--concurrency",
-        type=int,
-        default=int(os.environ.get("OMNIVOICE_CONCURRENCY", "1")),
-        help="syntheses at once (default 1: one request uses every core)",
-    )
-    parser.add_argument(
-        "--max-waiting",
-        type=int,
-        default=int(os.environ.get("OMNIVOICE_MAX_WAITING", MAX_WAITING)),
-        help=f"requests waiting in line, all doors together (default {MAX_WAITING}); more get 'busy'",
-    )
-    parser.add_argument(
-        "--max-connections",
-        type=int,
-        default=int(os.environ.get("OMNIVOICE_MAX_CONNECTIONS", MAX_HTTP_CONNECTIONS)),
-        help=f"HTTP connections open at once (default {MAX_HTTP_CONNECTIONS}); a newcomer past "
-        "them is answered 503 (env OMNIVOICE_MAX_CONNECTIONS)",
-    )
-    parser.add_argument(
-        "--header-timeout",
-        type=float,
-        default=float(os.environ.get("OMNIVOICE_HEADER_TIMEOUT", HEADER_TIMEOUT_S)),
-        help=f"seconds an HTTP request's headers may take (default {HEADER_TIMEOUT_S:g}); a "
-        "slower connection is closed (env OMNIVOICE_HEADER_TIMEOUT)",
-    )
-    parser.add_argument(
-        "--threads", type=int, default=None, help="ONNX Runtime threads per session"
-    )
-    parser.add_argument(
-        "--idle-unload",
-        type=float,
-        default=float(os.environ.get("OMNIVOICE_IDLE_UNLOAD") or 0) or None,
-        metavar="SECONDS",
-        help="free the models and the recogniser after this long without a request; the next "
-        "request loads them again (env OMNIVOICE_IDLE_UNLOAD; default: keep them)",
-    )
-    parser.add_argument(
-        "--stop-timeout",
-        type=float,
-        default=float(os.environ.get("OMNIVOICE_STOP_TIMEOUT", DRAIN_S)),
-        metavar="SECONDS",
-        help=f"on SIGTERM, how long the requests under way may finish while new ones get 503 "
-        f"(default {DRAIN_S:g}; then {GRACEFUL_STOP_S:g} s for open connections; env "
-        "OMNIVOICE_STOP_TIMEOUT)",
-    )
-    parser.add_argument(
-        "--asr-model",
-        default=os.environ.get("OMNIVOICE_ASR_MODEL"),
-        help="speech recogniser for references: a Whisper folder or Hub repo (onnx-community "
-        "format; env OMNIVOICE_ASR_MODEL; default onnx-community/whisper-base; 'none': off)",
-    )
-    parser.add_argument(
-        "--voices",
-        default=os.environ.get("OMNIVOICE_VOICES"),
-        help="the voice library: a folder of saved voices (NAME.npz voice prompts, NAME.json "
-        "designs), offered by every door (env OMNIVOICE_VOICES)",
-    )
-    parser.add_argument(
-        "--voices-writable",
-        action="store_true",
-        default=os.environ.get("OMNIVOICE_VOICES_WRITABLE", "").lower() == "true",
-        help="let clients add and remove voices in --voices (POST and DELETE /v1/audio/voices, "
-        "the page's 'Save to the library'; env OMNIVOICE_VOICES_WRITABLE=true)",
-    )
-    parser.add_argument(
-        "--wyoming",
-        default=os.environ.get("OMNIVOICE_WYOMING") or None,
-        metavar="tcp://HOST:PORT",
-        help="also serve the Wyoming protocol (Home Assistant) at this address, in the same line "
-        "(env OMNIVOICE_WYOMING)",
-    )
-    parser.add_argument(
-        "--wyoming-zeroconf",
-        nargs="?",
-        const="omnivoice",
-        default=None,
-        metavar="NAME",
-        help="advertise the Wyoming door over zeroconf (mDNS) so Home Assistant discovers it "
-        "(default name: omnivoice)",
-    )
-    parser.add_argument(
-        "--wyoming-max-connections",
-        type=int,
-        default=int(os.environ.get("OMNIVOICE_WYOMING_MAX_CONNECTIONS", MAX_WYOMING_CONNECTIONS)),
-        help=f"Wyoming connections open at once (default {MAX_WYOMING_CONNECTIONS}); a newcomer "
-        "past them gets a 'busy' error (env OMNIVOICE_WYOMING_MAX_CONNECTIONS)",
-    )
-    parser.add_argument(
-        "--wyoming-idle-timeout",
-        type=float,
-        default=float(os.environ.get("OMNIVOICE_WYOMING_IDLE_TIMEOUT", WYOMING_IDLE_S)),
-        help=f"seconds a Wyoming connection may send nothing while nothing is made for it "
-        f"(default {WYOMING_IDLE_S:g}; env OMNIVOICE_WYOMING_IDLE_TIMEOUT)",
-    )
-    parser.add_argument(
-        "--mcp",
-        action="store_true",
-        default=os.environ.get("GRADIO_MCP_SERVER", "").lower() == "true",
-        help="serve the tools over MCP at /gradio_api/mcp (env GRADIO_MCP_SERVER=true)",
-    )
-    args = parser.parse_args(argv)
-    if not 0 <= args.max_waiting <= 1000 or args.concurrency < 1:
-        parser.error("--max-waiting takes 0 to 1000 requests and --concurrency at least 1")
-    if min(args.max_connections, args.wyoming_max_connections) < 1:
-        parser.error("--max-connections and --wyoming-max-connections take at least 1")
-    if args.idle_unload is not None and args.idle_unload <= 0:
-        parser.error(
-            "--idle-unload takes a number of seconds > 0 (leave it out to keep the models)"
-        )
-    if args.stop_timeout < 0:
-        parser.error("--stop-timeout takes a number of seconds >= 0")
-    if min(args.header_timeout, args.wyoming_idle_timeout) <= 0:
-        parser.error("--header-timeout and --wyoming-idle-timeout take a number of seconds > 0")
+def together(args) -> None:
+    """What the flags ask of each other (each alone is checked by its bound in ``flags.FLAGS``)."""
     if args.wyoming_zeroconf and not args.wyoming:
-        parser.error(
+        raise ValueError(
             "--wyoming-zeroconf advertises the Wyoming door: give --wyoming tcp://HOST:PORT"
         )
     if args.wyoming:
         from omnivoice_rt.server.wyoming_door import check_uri
 
-        try:
-            check_uri(args.wyoming, args.wyoming_zeroconf)
-        except ValueError as exc:
-            parser.error(str(exc))
+        check_uri(args.wyoming, args.wyoming_zeroconf)
     if args.voices_writable and not args.voices:
-        parser.error("--voices-writable needs --voices DIR, the folder the library is kept in")
+        raise ValueError("--voices-writable needs --voices DIR, the folder the library is kept in")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = flags.parse(argv, check=together)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     import uvicorn
 
@@ -292,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                 (args.wyoming_max_connections, args.wyoming_idle_timeout),
             )
         except (ValueError, FileNotFoundError) as exc:  # a door that cannot open: one line
-            parser.error(str(exc))
+            flags.parser().error(str(exc))
         logger.info(
             "serving on http://%s:%d (OpenAI-compatible: /v1/audio/speech%s%s)",
             args.host,

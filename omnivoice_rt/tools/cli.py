@@ -294,6 +294,206 @@ def request_flags(parser, leave: tuple[str, ...] = ()) -> None:
         parser.add_argument(flag, type=kind, required=name == "text", help=meaning)
 
 
+def common_flags(p) -> None:
+    """The flags every command that loads the model takes."""
+    p.add_argument(
+        "--model-dir",
+        default=os.environ.get("OMNIVOICE_ARTIFACTS"),
+        help="artifact folder or Hub repo id (default: $OMNIVOICE_ARTIFACTS, else the Hub repo "
+        "$OMNIVOICE_REPO or onnx-community/OmniVoice-Onnx)",
+    )
+    p.add_argument("--precision", default="int4", choices=list(PROFILE_DIRS))
+    p.add_argument("--threads", type=int, default=None, help="ONNX Runtime intra-op threads")
+    p.add_argument(
+        "--matmul",
+        default=None,
+        help="the LLM's kernel: auto, fp32, int8, qgemm-row, qgemm (default $OMNIVOICE_MATMUL, "
+        "else auto); eval --mode quality takes several, comma-separated, and runs every "
+        "preset on each",
+    )
+    p.add_argument("-v", "--verbose", action="store_true")
+
+
+def asr_flag(p, help: str = "speech recogniser when --ref-text is left out") -> None:
+    p.add_argument(
+        "--asr-model",
+        default=os.environ.get("OMNIVOICE_ASR_MODEL"),
+        help=f"{help} (default onnx-community/whisper-base)",
+    )
+
+
+def synthesize_flags(p) -> None:
+    p.add_argument("--output", required=True)
+    p.add_argument(
+        "--captions",
+        metavar="FILE",
+        help="also write where each piece was spoken, and its text: FILE.srt, .vtt or .json",
+    )
+    request_flags(p)
+    asr_flag(
+        p,
+        "speech recogniser when --ref-text is left out: a Whisper folder or Hub repo "
+        "(onnx-community format)",
+    )
+
+
+def dub_flags(p) -> None:
+    from omnivoice_rt.limits import DUB_MAX_SPEED, MAX_SPEED
+
+    p.add_argument("--subtitles", required=True, help="the cues: FILE.srt or FILE.vtt (UTF-8)")
+    p.add_argument("--output", required=True, help="the track: a wav as long as the last cue")
+    p.add_argument(
+        "--captions",
+        metavar="FILE",
+        help="where each cue was placed (default OUTPUT.srt, or OUTPUT.dubbed.srt where that is "
+        "the subtitle file itself; .vtt, .json)",
+    )
+    p.add_argument(
+        "--report",
+        metavar="FILE",
+        help="each cue's duration, speed, placing, warnings (default OUTPUT.json)",
+    )
+    p.add_argument(
+        "--voices",
+        metavar="DIR",
+        help="a voice library (the server's --voices): cues 'Name: text' speak in voice Name",
+    )
+    p.add_argument(
+        "--voice", help="every other cue's voice: a voice of --voices, or a built-in one"
+    )
+    p.add_argument(
+        "--max-speed",
+        type=float,
+        default=DUB_MAX_SPEED,
+        help=f"the fastest a cue may be spoken to fit its window (1 to {MAX_SPEED:g}; default "
+        f"{DUB_MAX_SPEED:g}); a cue that needs more is reported and nothing is made",
+    )
+    request_flags(p, leave=("text", "duration"))
+    asr_flag(p)
+
+
+def batch_flags(p) -> None:
+    p.add_argument(
+        "--input", required=True, help="JSONL: one {id, text, options of synthesize...} per line"
+    )
+    p.add_argument("--output-dir", required=True, help="OUT/<id>.wav and OUT/results.jsonl")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes, each with its own model and cores/N threads (with --ray: actors)",
+    )
+    p.add_argument(
+        "--ray",
+        metavar="auto|local|HOST:PORT",
+        help="run on a Ray cluster: this machine's (auto), a new one on this machine (local), or another",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+def roundtrip_flags(p) -> None:
+    p.add_argument("--input", required=True)
+    p.add_argument("--output", required=True)
+
+
+def prompt_flags(p) -> None:
+    p.add_argument("--ref-audio", required=True)
+    p.add_argument("--ref-text", help="what the reference recording says (left out: transcribed)")
+    asr_flag(p)
+    p.add_argument("--output", required=True)
+
+
+def eval_flags(p) -> None:
+    from omnivoice_rt.tools.quality import DEFAULT_SPEAKER_MODEL
+
+    p.add_argument(
+        "--mode",
+        choices=["rtf", "quality"],
+        default="rtf",
+        help="rtf: how fast; quality: each preset against the first (error rate of what a "
+        "recogniser hears, speaker similarity, duration, real-time factor)",
+    )
+    p.add_argument("--text", help="the text to speak (rtf)")
+    p.add_argument("--runs", type=int, default=3, help="(rtf)")
+    p.add_argument("--num-step", type=_steps, default="best", help="1-256 or a preset (rtf)")
+    p.add_argument(
+        "--presets", default="best,balanced,fast,turbo", help="(quality) the first is the baseline"
+    )
+    p.add_argument(
+        "--sentences",
+        help="(quality) a file, one LANGUAGE<TAB>TEXT per line (default: omnivoice_rt.tools.quality's "
+        "sentences in six languages)",
+    )
+    p.add_argument("--ref-audio", help="(quality) clone this voice; similarity is to it")
+    p.add_argument("--ref-text", help="(quality) what the reference says")
+    p.add_argument("--instruct", help="(quality) a voice-design instruct instead")
+    p.add_argument("--seed", type=int, default=0, help="(quality)")
+    p.add_argument(
+        "--asr-model",
+        default=os.environ.get("OMNIVOICE_ASR_MODEL"),
+        help="(quality) the recogniser: a Whisper folder or Hub repo in the onnx-community "
+        "layout (default onnx-community/whisper-base; a larger one, e.g. "
+        "onnx-community/whisper-large-v3-turbo, hears better); none: no error rate",
+    )
+    p.add_argument(
+        "--speaker-model",
+        default=DEFAULT_SPEAKER_MODEL,
+        help="(quality) speaker embeddings: a local .onnx or REPO:FILE.onnx on the Hub, taking "
+        "the 16 kHz waveform or WeSpeaker's fbank features; none: no similarity",
+    )
+    p.add_argument("--output", default="quality", help="(quality) folder for the results")
+
+
+def inspect_flags(p) -> None:
+    p.add_argument(
+        "source",
+        nargs="?",
+        default=os.environ.get("OMNIVOICE_ARTIFACTS"),
+        help="artifact folder or Hub repo id (default: $OMNIVOICE_ARTIFACTS, else $OMNIVOICE_REPO "
+        "or onnx-community/OmniVoice-Onnx)",
+    )
+    p.add_argument("--precision", choices=list(PROFILE_DIRS), help="one profile only")
+    p.add_argument("-v", "--verbose", action="store_true")
+
+
+# The commands, in --help's order: (what it does, its own flags, what runs it, whether it takes
+# common_flags: the model's).
+COMMANDS = {
+    "synthesize": ("text to a wav file", synthesize_flags, cmd_synthesize, True),
+    "dub": (
+        "a subtitle file (.srt, .vtt) spoken cue by cue in its windows, one wav",
+        dub_flags,
+        cmd_dub,
+        True,
+    ),
+    "batch": (
+        "the items of a JSONL file to wav files, resumable; a pool or Ray for many",
+        batch_flags,
+        cmd_batch,
+        True,
+    ),
+    "roundtrip": ("codec only: wav -> codes -> wav", roundtrip_flags, cmd_roundtrip, True),
+    "prompt": (
+        "encode a reference voice once and save it (.npz)",
+        prompt_flags,
+        cmd_prompt,
+        True,
+    ),
+    "eval": (
+        "real-time factor (equivalence with PyTorch: python -m omnivoice_build.equivalence)",
+        eval_flags,
+        cmd_eval,
+        True,
+    ),
+    "inspect": (
+        "what an artifact folder or Hub repo holds, and how it would be used",
+        inspect_flags,
+        cmd_inspect,
+        False,
+    ),
+}
+
+
 def parse_args(argv):
     installed = Path(sys.argv[0]).name == "omnivoice-onnx"  # the console script
     parser = argparse.ArgumentParser(
@@ -301,182 +501,12 @@ def parse_args(argv):
         description="OmniVoice on ONNX Runtime",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-
-    def common(p):
-        p.add_argument(
-            "--model-dir",
-            default=os.environ.get("OMNIVOICE_ARTIFACTS"),
-            help="artifact folder or Hub repo id (default: $OMNIVOICE_ARTIFACTS, else the Hub repo "
-            "$OMNIVOICE_REPO or onnx-community/OmniVoice-Onnx)",
-        )
-        p.add_argument("--precision", default="int4", choices=list(PROFILE_DIRS))
-        p.add_argument("--threads", type=int, default=None, help="ONNX Runtime intra-op threads")
-        p.add_argument(
-            "--matmul",
-            default=None,
-            help="the LLM's kernel: auto, fp32, int8, qgemm-row, qgemm (default $OMNIVOICE_MATMUL, "
-            "else auto); eval --mode quality takes several, comma-separated, and runs every "
-            "preset on each",
-        )
-        p.add_argument("-v", "--verbose", action="store_true")
-
-    syn = sub.add_parser("synthesize", help="text to a wav file")
-    common(syn)
-    syn.add_argument("--output", required=True)
-    syn.add_argument(
-        "--captions",
-        metavar="FILE",
-        help="also write where each piece was spoken, and its text: FILE.srt, .vtt or .json",
-    )
-    request_flags(syn)
-    syn.add_argument(
-        "--asr-model",
-        default=os.environ.get("OMNIVOICE_ASR_MODEL"),
-        help="speech recogniser when --ref-text is left out: a Whisper folder or Hub repo "
-        "(onnx-community format; default onnx-community/whisper-base)",
-    )
-    syn.set_defaults(func=cmd_synthesize)
-
-    du = sub.add_parser(
-        "dub", help="a subtitle file (.srt, .vtt) spoken cue by cue in its windows, one wav"
-    )
-    common(du)
-    du.add_argument("--subtitles", required=True, help="the cues: FILE.srt or FILE.vtt (UTF-8)")
-    du.add_argument("--output", required=True, help="the track: a wav as long as the last cue")
-    du.add_argument(
-        "--captions",
-        metavar="FILE",
-        help="where each cue was placed (default OUTPUT.srt, or OUTPUT.dubbed.srt where that is "
-        "the subtitle file itself; .vtt, .json)",
-    )
-    du.add_argument(
-        "--report",
-        metavar="FILE",
-        help="each cue's duration, speed, placing, warnings (default OUTPUT.json)",
-    )
-    du.add_argument(
-        "--voices",
-        metavar="DIR",
-        help="a voice library (the server's --voices): cues 'Name: text' speak in voice Name",
-    )
-    du.add_argument(
-        "--voice", help="every other cue's voice: a voice of --voices, or a built-in one"
-    )
-    from omnivoice_rt.limits import DUB_MAX_SPEED, MAX_SPEED
-
-    du.add_argument(
-        "--max-speed",
-        type=float,
-        default=DUB_MAX_SPEED,
-        help=f"the fastest a cue may be spoken to fit its window (1 to {MAX_SPEED:g}; default "
-        f"{DUB_MAX_SPEED:g}); a cue that needs more is reported and nothing is made",
-    )
-    request_flags(du, leave=("text", "duration"))
-    du.add_argument(
-        "--asr-model",
-        default=os.environ.get("OMNIVOICE_ASR_MODEL"),
-        help="speech recogniser when --ref-text is left out (default onnx-community/whisper-base)",
-    )
-    du.set_defaults(func=cmd_dub)
-
-    ba = sub.add_parser(
-        "batch", help="the items of a JSONL file to wav files, resumable; a pool or Ray for many"
-    )
-    common(ba)
-    ba.add_argument(
-        "--input", required=True, help="JSONL: one {id, text, options of synthesize...} per line"
-    )
-    ba.add_argument("--output-dir", required=True, help="OUT/<id>.wav and OUT/results.jsonl")
-    ba.add_argument(
-        "--workers",
-        type=int,
-        default=1,
-        help="processes, each with its own model and cores/N threads (with --ray: actors)",
-    )
-    ba.add_argument(
-        "--ray",
-        metavar="auto|local|HOST:PORT",
-        help="run on a Ray cluster: this machine's (auto), a new one on this machine (local), or another",
-    )
-    ba.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    ba.set_defaults(func=cmd_batch)
-
-    rt = sub.add_parser("roundtrip", help="codec only: wav -> codes -> wav")
-    common(rt)
-    rt.add_argument("--input", required=True)
-    rt.add_argument("--output", required=True)
-    rt.set_defaults(func=cmd_roundtrip)
-
-    pr = sub.add_parser("prompt", help="encode a reference voice once and save it (.npz)")
-    common(pr)
-    pr.add_argument("--ref-audio", required=True)
-    pr.add_argument("--ref-text", help="what the reference recording says (left out: transcribed)")
-    pr.add_argument(
-        "--asr-model",
-        default=os.environ.get("OMNIVOICE_ASR_MODEL"),
-        help="speech recogniser when --ref-text is left out (default onnx-community/whisper-base)",
-    )
-    pr.add_argument("--output", required=True)
-    pr.set_defaults(func=cmd_prompt)
-
-    from omnivoice_rt.tools.quality import DEFAULT_SPEAKER_MODEL
-
-    ev = sub.add_parser(
-        "eval",
-        help="real-time factor (equivalence with PyTorch: python -m omnivoice_build.equivalence)",
-    )
-    common(ev)
-    ev.add_argument(
-        "--mode",
-        choices=["rtf", "quality"],
-        default="rtf",
-        help="rtf: how fast; quality: each preset against the first (error rate of what a "
-        "recogniser hears, speaker similarity, duration, real-time factor)",
-    )
-    ev.add_argument("--text", help="the text to speak (rtf)")
-    ev.add_argument("--runs", type=int, default=3, help="(rtf)")
-    ev.add_argument("--num-step", type=_steps, default="best", help="1-256 or a preset (rtf)")
-    ev.add_argument(
-        "--presets", default="best,balanced,fast,turbo", help="(quality) the first is the baseline"
-    )
-    ev.add_argument(
-        "--sentences",
-        help="(quality) a file, one LANGUAGE<TAB>TEXT per line (default: omnivoice_rt.tools.quality's "
-        "sentences in six languages)",
-    )
-    ev.add_argument("--ref-audio", help="(quality) clone this voice; similarity is to it")
-    ev.add_argument("--ref-text", help="(quality) what the reference says")
-    ev.add_argument("--instruct", help="(quality) a voice-design instruct instead")
-    ev.add_argument("--seed", type=int, default=0, help="(quality)")
-    ev.add_argument(
-        "--asr-model",
-        default=os.environ.get("OMNIVOICE_ASR_MODEL"),
-        help="(quality) the recogniser: a Whisper folder or Hub repo in the onnx-community "
-        "layout (default onnx-community/whisper-base; a larger one, e.g. "
-        "onnx-community/whisper-large-v3-turbo, hears better); none: no error rate",
-    )
-    ev.add_argument(
-        "--speaker-model",
-        default=DEFAULT_SPEAKER_MODEL,
-        help="(quality) speaker embeddings: a local .onnx or REPO:FILE.onnx on the Hub, taking "
-        "the 16 kHz waveform or WeSpeaker's fbank features; none: no similarity",
-    )
-    ev.add_argument("--output", default="quality", help="(quality) folder for the results")
-    ev.set_defaults(func=cmd_eval)
-
-    ins = sub.add_parser(
-        "inspect", help="what an artifact folder or Hub repo holds, and how it would be used"
-    )
-    ins.add_argument(
-        "source",
-        nargs="?",
-        default=os.environ.get("OMNIVOICE_ARTIFACTS"),
-        help="artifact folder or Hub repo id (default: $OMNIVOICE_ARTIFACTS, else $OMNIVOICE_REPO "
-        "or onnx-community/OmniVoice-Onnx)",
-    )
-    ins.add_argument("--precision", choices=list(PROFILE_DIRS), help="one profile only")
-    ins.add_argument("-v", "--verbose", action="store_true")
-    ins.set_defaults(func=cmd_inspect)
+    for name, (what, own_flags, run, loads) in COMMANDS.items():
+        command = sub.add_parser(name, help=what)
+        if loads:
+            common_flags(command)
+        own_flags(command)
+        command.set_defaults(func=run)
     return parser.parse_args(argv)
 
 

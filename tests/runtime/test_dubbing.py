@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 from omnivoice_rt.dubbing import DubError, dub
-from omnivoice_rt.model import OmniVoiceONNX
 from omnivoice_rt.text import subtitles
 from omnivoice_rt.text.subtitles import Cue, SubtitleError
 
@@ -27,8 +26,9 @@ def cue(number, start, end, text) -> Cue:
 
 
 @pytest.fixture(scope="module")
-def voice(fp32_artifacts):
-    return OmniVoiceONNX.load(fp32_artifacts, "fp32")
+def voice(fp32_voice):
+    """The session's fp32 model (conftest)."""
+    return fp32_voice
 
 
 # ----------------------------------------------------------------------------- reading

@@ -7,16 +7,10 @@ import numpy as np
 import pytest
 
 from omnivoice_build.equivalence import LONG_TEXT
-from omnivoice_rt.model import OmniVoiceONNX
 from omnivoice_rt.speech import NoVoiceError, Speech
 from omnivoice_rt.voice_prompt import VoicePrompt
 
 GREEDY = dict(num_step=4, position_temperature=0.0, class_temperature=0.0, seed=0)
-
-
-@pytest.fixture(scope="module")
-def fp32_voice(fp32_artifacts):
-    return OmniVoiceONNX.load(fp32_artifacts, "fp32")
 
 
 def test_a_kept_voice_speaks_as_a_long_texts_later_pieces_do(fp32_voice, tmp_path):

@@ -283,10 +283,9 @@ def test_joined_pieces_keep_their_captions_where_they_landed():
 
 
 @pytest.fixture(scope="module")
-def voice(fp32_artifacts):
-    from omnivoice_rt.model import OmniVoiceONNX
-
-    return OmniVoiceONNX.load(fp32_artifacts, "fp32")
+def voice(fp32_voice):
+    """The session's fp32 model (conftest)."""
+    return fp32_voice
 
 
 FIRST, SECOND = "Hello there, my friend.", "How are you today?"

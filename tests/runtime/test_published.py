@@ -41,11 +41,6 @@ def hf_home(tmp_path, monkeypatch):
     return tmp_path / "hf"
 
 
-@pytest.fixture(scope="module")
-def fp32_voice(fp32_artifacts):
-    return OmniVoiceONNX.load(fp32_artifacts, "fp32")
-
-
 def codes_of(voice, text=TEXTS[0]) -> np.ndarray:
     return voice.generate(text, **GREEDY).codes[0]
 

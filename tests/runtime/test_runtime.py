@@ -38,11 +38,6 @@ AGREEMENT_TEXTS = [
 
 
 @pytest.fixture(scope="module")
-def fp32_voice(fp32_artifacts):
-    return OmniVoiceONNX.load(fp32_artifacts, "fp32")
-
-
-@pytest.fixture(scope="module")
 def reference_wav(tmp_path_factory):
     """3 s of a speech-like signal at 16 kHz, stereo."""
     return write_reference(str(tmp_path_factory.mktemp("ref") / "reference_16k_stereo.wav"))

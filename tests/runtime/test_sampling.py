@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from omnivoice_build.equivalence import upstream_codes
-from omnivoice_rt.model import OmniVoiceONNX
 
 torch = pytest.importorskip("torch", reason="the oracle is upstream's PyTorch model")
 
@@ -30,11 +29,6 @@ CASES = [
         {"position_temperature": 2.0},
     ),
 ]
-
-
-@pytest.fixture(scope="module")
-def fp32_voice(fp32_artifacts):
-    return OmniVoiceONNX.load(fp32_artifacts, "fp32")
 
 
 def upstream_sampled(model, seed: int, monkeypatch, **kwargs) -> list[np.ndarray]:

@@ -23,11 +23,6 @@ from omnivoice_rt.model import PRESETS, GenerationSettings, OmniVoiceONNX
 TEXT = "Hello world, this is a test."
 
 
-@pytest.fixture(scope="module")
-def fp32_voice(fp32_artifacts):
-    return OmniVoiceONNX.load(fp32_artifacts, "fp32")
-
-
 def half_masked_row(voice: OmniVoiceONNX, ref_codes=None, target_len: int = 40):
     """A prompt (with a reference when ``ref_codes``), target codes half of them masks, and the
     embeddings of the prompt and of the target."""

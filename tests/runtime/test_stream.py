@@ -9,16 +9,11 @@ import numpy as np
 import pytest
 
 from omnivoice_build.equivalence import LONG_TEXT
-from omnivoice_rt.model import OmniVoiceONNX, Speech
+from omnivoice_rt.model import Speech
 
 SENTENCES = (
     "The first sentence is here. Then a second one follows it. And a third one ends the text."
 )
-
-
-@pytest.fixture(scope="module")
-def fp32_voice(fp32_artifacts):
-    return OmniVoiceONNX.load(fp32_artifacts, "fp32")
 
 
 def test_a_short_text_streams_as_one_piece_equal_to_generate(fp32_voice):

@@ -145,50 +145,6 @@ def test_a_client_that_leaves_while_sending_its_body_is_one_line_of_the_log(serv
     assert "Traceback" not in log.read_text() and "Exception in ASGI" not in log.read_text()
 
 
-def test_a_request_that_leaves_the_line_hands_nothing_to_nobody():
-    """The line itself: a waiter whose client left raises Cancelled and drops out; one that leaves
-    as the slot is handed to it passes the slot on; the rest are served in order."""
-    from omnivoice_rt.errors import Cancelled
-    from omnivoice_rt.server.line import Line
-
-    line = Line(slots=1, max_waiting=5)
-    gone = {"a": threading.Event(), "b": threading.Event(), "c": threading.Event()}
-    served, cancelled = [], []
-
-    def wait(name):
-        try:
-            with line.turn(should_stop=gone[name].is_set):
-                served.append(name)
-        except Cancelled:
-            cancelled.append(name)
-
-    with line.turn():
-        threads = {}
-        for name in gone:
-            waiting = line.waiting
-            threads[name] = threading.Thread(target=wait, args=(name,))
-            threads[name].start()
-            wait_for(lambda: line.waiting > waiting, 10)  # noqa: B023 - each waits for its own
-        gone["a"].set()
-        threads["a"].join(5)
-        assert cancelled == ["a"] and line.waiting == 2
-        gone["b"].set()  # as the slot is handed over: either way, it goes on to c
-    threads["b"].join(5)
-    threads["c"].join(5)
-    assert served == ["c"] and cancelled == ["a", "b"] and line.waiting == 0
-    with line.turn():  # the slot came back
-        with pytest.raises(ZeroDivisionError):  # a should_stop that fails leaves the line too
-
-            def broken():
-                raise ZeroDivisionError
-
-            with line.turn(should_stop=broken):
-                pass
-        assert line.waiting == 0
-    with line.turn():
-        pass
-
-
 def test_an_abandoned_request_stops_and_the_next_one_starts(server):
     """A long synthesis whose client cancels stops at its next step (the server log says after
     which), and the request behind it runs at once instead of after all 64 steps."""

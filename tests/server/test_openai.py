@@ -9,7 +9,6 @@ import io
 import json
 import re
 import subprocess
-import threading
 import time
 import urllib.request
 
@@ -21,9 +20,7 @@ import soundfile as sf
 from gradio_client import Client
 
 from omnivoice_rt import captions
-from omnivoice_rt.errors import Busy
-from omnivoice_rt.model import PRESETS, OmniVoiceONNX, Speech
-from omnivoice_rt.server.line import Line
+from omnivoice_rt.model import PRESETS, Speech
 from omnivoice_rt.server.openai_api import OPENAI_VOICES
 from tests.conftest import in_arrival_order, running_app, save_narrator
 
@@ -65,8 +62,9 @@ def client(server):
 
 
 @pytest.fixture(scope="module")
-def runtime(cpu_artifacts):
-    return OmniVoiceONNX.load(cpu_artifacts, "int4")
+def runtime(int4_voice):
+    """The library's int4 model, which the server's answers must equal (conftest's, shared)."""
+    return int4_voice
 
 
 def decode(data: bytes, fmt: str) -> np.ndarray:
@@ -566,32 +564,3 @@ def test_without_a_key_the_endpoint_is_open(app_server):
     # the kernel each loaded LLM multiplies with: fp32, as conftest's OMNIVOICE_MATMUL asks
     assert set(health["kernels"]) == set(health["loaded"])
     assert all(k == {"kernel": "fp32", "why": "asked for"} for k in health["kernels"].values())
-
-
-def test_the_line_serves_in_order_and_turns_away_the_surplus():
-    line = Line(slots=1, max_waiting=2)
-    served, release = [], threading.Event()
-
-    def request(name, hold=False):
-        with line.turn():
-            if hold:
-                release.wait(10)
-            served.append(name)
-
-    threads = [threading.Thread(target=request, args=("first", True))]
-    threads[0].start()
-    for name in ("second", "third"):
-        waiting = line.waiting
-        threads.append(threading.Thread(target=request, args=(name,)))
-        threads[-1].start()
-        while line.waiting == waiting:  # in line now
-            time.sleep(0.01)
-    with pytest.raises(Busy, match="busy: 2 requests are waiting"):
-        with line.turn():
-            pass
-    release.set()
-    for thread in threads:
-        thread.join(10)
-    assert served == ["first", "second", "third"] and line.waiting == 0
-    with line.turn():  # the slot came back
-        pass

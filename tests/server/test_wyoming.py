@@ -19,7 +19,6 @@ from wyoming.tts import SynthesizeChunk, SynthesizeStart, SynthesizeStop, Synthe
 
 from omnivoice_build.equivalence import write_reference
 from omnivoice_rt.audio.formats import pcm16
-from omnivoice_rt.model import OmniVoiceONNX
 from omnivoice_rt.request import DOOR_PRESET, Request
 from omnivoice_rt.voice_prompt import VoicePrompt
 from omnivoice_rt.voices import DESIGNED_VOICES
@@ -67,8 +66,9 @@ def keyless(cpu_artifacts, tiny_whisper, voices_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def runtime(cpu_artifacts):
-    return OmniVoiceONNX.load(cpu_artifacts, "int4")
+def runtime(int4_voice):
+    """The library's int4 model, which the server's answers must equal (conftest's, shared)."""
+    return int4_voice
 
 
 def expected(runtime, text: str, seed: int, prompt=None, **options) -> np.ndarray:
