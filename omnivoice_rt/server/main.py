@@ -4,7 +4,7 @@
         [--voices DIR] [--mcp] [--wyoming tcp://HOST:PORT]
 
 (also ``python -m omnivoice_rt.server`` and, on a Hugging Face Space, ``python app.py``). The Gradio
-page and its API at ``/`` (``page.py``), the OpenAI-compatible door under ``/v1``
+page and its API at ``/`` (``page/``), the OpenAI-compatible door under ``/v1``
 (``openai_api.py``), MCP at ``/gradio_api/mcp``, Wyoming for Home Assistant
 (``wyoming_door.py``), ``/health``; every door shares ``serving.py``'s ``Service``.
 """
