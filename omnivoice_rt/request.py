@@ -130,7 +130,11 @@ class Option:
     means, and its bounds (``low`` and ``high`` inclusive, ``above`` exclusive; ``typical``: what
     an error suggests). The CLI's flags, batch's item keys, the library's keyword arguments and
     every door's checks come from these declarations; an option's default is its field's in
-    :class:`Request` or :class:`GenerationSettings` (a preset's where it sets one)."""
+    :class:`Request` or :class:`GenerationSettings` (a preset's where it sets one).
+
+    ``control``: the range a slider of the page shows, (low, high, step), where it is narrower
+    than the bound (the range people use; a value past it is still accepted from a client or by
+    typing it); ``tests/server/test_page_options.py`` keeps it within the bound."""
 
     kind: str
     help: str
@@ -138,6 +142,7 @@ class Option:
     high: float | None = None
     above: float | None = None
     typical: str = ""
+    control: tuple[float, float, float] | None = None
 
     def check(self, name: str, value) -> None:
         """``OptionError`` unless ``value`` (not None) is of this kind and within the bounds."""
@@ -200,6 +205,7 @@ OPTIONS: dict[str, Option] = {
         low=MIN_SPEED,
         high=MAX_SPEED,
         typical="1.0 is normal",
+        control=(0.5, 2.0, 0.05),  # beyond it speech is rarely useful
     ),
     "seed": Option(
         "whole",
@@ -223,8 +229,14 @@ OPTIONS: dict[str, Option] = {
         low=1,
         high=MAX_STEPS,
         typical="12, 16 or 32 are typical",
+        control=(1, MAX_STEPS, 1),
     ),
-    "guidance_scale": Option("number", "classifier-free guidance scale (2.0)", low=0),
+    "guidance_scale": Option(
+        "number",
+        "classifier-free guidance scale (2.0)",
+        low=0,
+        control=(0.0, 5.0, 0.1),  # upstream's range of use; higher distorts
+    ),
     "t_shift": Option(
         "number", "time-step shift of the schedule (0.1)", above=0, typical="upstream's is 0.1"
     ),

@@ -18,13 +18,18 @@ import inspect
 import gradio as gr
 
 from omnivoice_rt.server.models import offered_precisions
-from omnivoice_rt.server.page import clone, dub, results, settings, speak
+from omnivoice_rt.server.page import clone, dub, options, results, settings, speak
 from omnivoice_rt.server.page.handlers import Handlers
-from omnivoice_rt.server.page.shared import STREAMING, examples_cache, precision_line
+from omnivoice_rt.server.page.shared import (
+    STREAMING,
+    examples_cache,
+    page_request,
+    precision_line,
+)
 from omnivoice_rt.server.serving import Config, Service
 from omnivoice_rt.voices import VoiceLibrary
 
-__all__ = ["LICENCE_LINE", "PAGE_CSS", "build_demo", "precision_line"]
+__all__ = ["LICENCE_LINE", "PAGE_CSS", "build_demo", "page_request", "precision_line"]
 
 # The non-verbal tag buttons keep their labels on one line; they wrap as a row instead.
 PAGE_CSS = ".tag-button { white-space: nowrap; flex: 0 0 auto !important; }"
@@ -36,10 +41,15 @@ LICENCE_LINE = (  # the page's footer; README "Licences" says more
 
 def inputs(handler, *controls: dict) -> list:
     """The components that fill ``handler``'s parameters, in its signature's order, found by
-    name in ``controls`` (a later dict's name wins); ``progress`` is Gradio's own."""
+    name in ``controls`` (a later dict's name wins); an option the page shows no control for
+    gets a hidden one (``options.hidden``); ``progress`` is Gradio's own."""
     by_name = {name: control for named in controls for name, control in named.items()}
     parameters = inspect.signature(handler).parameters
-    return [by_name[name] for name in parameters if name != "progress"]
+    return [
+        by_name[name] if name in by_name else options.hidden(name)
+        for name in parameters
+        if name != "progress"
+    ]
 
 
 def header(service: Service) -> dict:

@@ -13,10 +13,8 @@ import gradio as gr
 
 from omnivoice_rt import dubbing
 from omnivoice_rt.audio.formats import pcm16
-from omnivoice_rt.limits import (
-    DUB_MAX_SPEED,
-)
-from omnivoice_rt.request import DOOR_PRESET, door_request
+from omnivoice_rt.request import door_request
+from omnivoice_rt.server.page import options
 from omnivoice_rt.server.page.shared import (
     ALIASES,
     LIBRARY_KEYED,
@@ -93,6 +91,52 @@ def counted(handler: Callable, metrics) -> Callable:
     return whole
 
 
+SPEECH = (
+    "The speech as a 24 kHz wav file, one line saying its length, time taken and seed, and its "
+    "captions: an SRT file, one cue per spoken piece (its start, end and text, exact to the "
+    "sample)."
+)
+# Each synthesis endpoint's summary and what it returns; its parameters are options.ENDPOINTS'.
+SUMMARIES = {
+    "synthesize": (
+        "Speak a text in a new voice: chosen by the model, or designed from a short description. "
+        "Takes 0.7 to 3.6 s of work per second of speech on two cores, by CPU (balanced preset).",
+        SPEECH,
+    ),
+    "clone": (
+        "Speak a text in the voice of a reference recording, of a voice prompt saved earlier, or "
+        "of a voice of the server's library (list_voices).",
+        SPEECH,
+    ),
+    "dub": (
+        "Dub a subtitle file: each cue spoken in its window and placed at its start time, in one "
+        "track as long as the last cue.",
+        "The track as a 24 kHz wav file, one line saying what was made (and any warnings), its "
+        "captions where each cue was placed (an SRT file), the dub's report (a JSON file: each "
+        "cue's window, duration, speed and placing), and the captions as lines of text.",
+    ),
+}
+
+
+def declared(endpoint: str, body: Callable, precision: str) -> Callable:
+    """``body(fields, progress)`` as the endpoint Gradio reads: the signature and docstring of
+    ``options`` (``precision``: the server's default), the arguments, positional or by name,
+    gathered into ``fields`` by their names."""
+    signature = options.signature(endpoint, precision)
+
+    def call(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        fields = dict(bound.arguments)
+        progress = fields.pop("progress")
+        return body(fields, progress)
+
+    call.__signature__ = signature
+    call.__name__ = call.__qualname__ = endpoint
+    call.__doc__ = options.docstring(endpoint, *SUMMARIES[endpoint])
+    return call
+
+
 class Handlers:
     """What the page's buttons and its API call. The API's handlers (``synthesize``, ``clone``...:
     the whole result at the end; their docstrings describe the MCP tools) and the page's
@@ -103,147 +147,23 @@ class Handlers:
 
     def __init__(self, service: Service, default: str, library: VoiceLibrary, keyed: bool = False):
         self.service, self.default, self.library, self.keyed = service, default, library, keyed
-        for name in ("synthesize", "clone", "save_voice_prompt", "save_to_library", "dub"):
+        for name in options.ENDPOINTS:  # synthesize, clone, dub
+            setattr(self, name, declared(name, getattr(self, name), default))
+        for name in ("save_voice_prompt", "save_to_library"):
             setattr(self, name, with_defaults(getattr(self, name), precision=default))
         self.synthesize_page = self.page_twin(self.synthesize)
         self.clone_page = self.page_twin(self.clone)
         for name in ("synthesize", "clone", "dub", "synthesize_page", "clone_page"):
             setattr(self, name, counted(getattr(self, name), service.metrics))
 
-    def synthesize(
-        self,
-        text,
-        language="Auto",
-        instruct=None,
-        precision=None,
-        num_step=DEFAULTS["num_step"],
-        guidance_scale=DEFAULTS["guidance_scale"],
-        speed=1.0,
-        duration=0.0,
-        seed=0,
-        randomize_seed=DEFAULTS["randomize_seed"],
-        denoise=True,
-        postprocess_output=DEFAULTS["postprocess_output"],
-        preset=DOOR_PRESET,
-        normalize_text=DEFAULTS["normalize_text"],
-        guidance=None,
-        postprocess=None,
-        progress=gr.Progress(),
-    ):
-        """Speak a text in a new voice: chosen by the model, or designed from a short description.
-        Takes about 3 s of work per second of speech on a 2-core CPU (balanced preset).
-
-        Args:
-            text: What to say, up to 10,000 characters, in any of 600+ languages. Non-verbal tags such as [laughter] or [sigh] may appear in it, and pauses: [pause:1.5s] or [pause:300ms]; a text starting with <speak> is SSML (break, p, s, prosody rate, sub, lang).
-            language: The text's language by name ("English") or code ("en"); "Auto" detects it.
-            instruct: The voice, as comma-separated items (at most one per kind): gender (male, female), age (child, teenager, young adult, middle-aged, elderly), pitch (very low pitch ... very high pitch), whisper, an English accent ("british accent"). Empty: the model chooses.
-            precision: Model precision, one this server offers (the page's selector lists them; int4 is the fastest on most CPUs); left out: the server's default.
-            num_step: Unmasking steps, 1 to 64 (the preset's: 16 balanced, 32 best, 12 fast).
-            guidance_scale: Classifier-free guidance scale, 0 to 5 (2 by default).
-            speed: Speaking rate, 1.0 normal; above 1 is faster.
-            duration: Length of the speech in seconds, up to 600; 0 estimates it from the text.
-            seed: Random seed; the same seed and settings give the same audio.
-            randomize_seed: True draws a new seed each call (the seed argument is then ignored).
-            denoise: Denoise a reference (cloning only).
-            postprocess_output: Trim long silences and normalise the loudness.
-            preset: "balanced" (default), "best" (32 steps, as upstream), "fast" (12 steps) or
-                "turbo" (experimental: 12 steps, only changed frames run between refreshes).
-            normalize_text: True (default) reads numbers, dates, times, money and percentages as words ("$12.50" as "twelve point five dollars"), as upstream's normalize_text does; False reads the text as written (spell numbers out yourself then).
-            guidance: The older name of guidance_scale, still taken (it wins where given).
-            postprocess: The older name of postprocess_output, still taken (it wins where given).
-        Returns:
-            The speech as a 24 kHz wav file, one line saying its length, time taken and seed, and its captions: an SRT file, one cue per spoken piece (its start, end and text, exact to the sample).
-        """
-        fields = dict(
-            text=text,
-            language=language,
-            instruct=instruct,
-            num_step=num_step,
-            guidance_scale=guidance_scale,
-            speed=speed,
-            duration=duration,
-            seed=seed,
-            randomize_seed=randomize_seed,
-            denoise=denoise,
-            postprocess_output=postprocess_output,
-            preset=preset,
-            normalize_text=normalize_text,
-            guidance=guidance,
-            postprocess=postprocess,
-        )
+    def synthesize(self, fields: dict, progress):
+        """``/synthesize``: a text in the model's voice, or a designed one (``SUMMARIES``)."""
+        precision = fields.pop("precision")
         return self.speak(fields, precision, progress)
 
-    def clone(
-        self,
-        text,
-        ref_audio=None,
-        ref_text=None,
-        voice_prompt=None,
-        language="Auto",
-        precision=None,
-        num_step=DEFAULTS["num_step"],
-        guidance_scale=DEFAULTS["guidance_scale"],
-        speed=1.0,
-        duration=0.0,
-        seed=0,
-        randomize_seed=DEFAULTS["randomize_seed"],
-        denoise=True,
-        postprocess_output=DEFAULTS["postprocess_output"],
-        preset=DOOR_PRESET,
-        normalize_text=DEFAULTS["normalize_text"],
-        instruct=None,
-        voice=None,
-        guidance=None,
-        postprocess=None,
-        progress=gr.Progress(),
-    ):
-        """Speak a text in the voice of a reference recording, of a voice prompt saved earlier, or of a voice of the server's library (list_voices).
-
-        Args:
-            text: What to say, up to 10,000 characters; pauses as [pause:1.5s], or SSML (<speak>...</speak>).
-            ref_audio: A recording of the voice to clone: 3-10 s of one person speaking clearly (0.5-30 s accepted; wav, flac, mp3, ogg; up to 20 MB): an http(s) URL, a data: URI, or the path POST /gradio_api/upload returned. Leave it out (or empty) when voice_prompt is given.
-            ref_text: What the recording says, up to 2,000 characters; empty: it is transcribed with Whisper.
-            voice_prompt: A voice prompt file (.npz) from save_voice_prompt (the URL it returned), used instead of ref_audio and ref_text; leave it out (or empty) otherwise.
-            language: The text's language by name or code; "Auto" detects it.
-            precision: Model precision, one this server offers; left out: the server's default.
-            num_step: Unmasking steps, 1 to 64.
-            guidance_scale: Classifier-free guidance scale, 0 to 5.
-            speed: Speaking rate, 1.0 normal.
-            duration: Length of the speech in seconds; 0 estimates it.
-            seed: Random seed; the same seed and settings give the same audio.
-            randomize_seed: True draws a new seed each call.
-            denoise: Denoise the reference first.
-            postprocess_output: Trim long silences and match the reference's loudness.
-            preset: "balanced" (default), "best", "fast" or "turbo" (experimental).
-            normalize_text: True (default) reads numbers, dates, times, money and percentages as words; False reads the text as written.
-            instruct: A style over the cloned voice, as voice-design items ("whisper", "high pitch"); empty: the reference's own.
-            voice: The name of a voice of the server's library (list_voices lists them), used instead of ref_audio and voice_prompt; empty otherwise.
-            guidance: The older name of guidance_scale, still taken (it wins where given).
-            postprocess: The older name of postprocess_output, still taken (it wins where given).
-        Returns:
-            The speech as a 24 kHz wav file, one line saying its length, time taken and seed, and its captions: an SRT file, one cue per spoken piece (its start, end and text, exact to the sample).
-        """
-        fields = dict(
-            text=text,
-            ref_audio=ref_audio,
-            ref_text=ref_text,
-            voice_prompt=voice_prompt,
-            language=language,
-            num_step=num_step,
-            guidance_scale=guidance_scale,
-            speed=speed,
-            duration=duration,
-            seed=seed,
-            randomize_seed=randomize_seed,
-            denoise=denoise,
-            postprocess_output=postprocess_output,
-            preset=preset,
-            normalize_text=normalize_text,
-            instruct=instruct,
-            voice=voice,
-            guidance=guidance,
-            postprocess=postprocess,
-        )
+    def clone(self, fields: dict, progress):
+        """``/clone``: a text in the voice of a reference, a voice prompt or the library's."""
+        precision = fields.pop("precision")
         return self.speak(fields, precision, progress)
 
     def speak(self, fields: dict, precision: str | None, progress):
@@ -396,65 +316,14 @@ class Handlers:
             "under Voice cloning, or as the voice of any door."
         )
 
-    def dub(
-        self,
-        subtitles_file,
-        language="Auto",
-        instruct=None,
-        voice=None,
-        precision=None,
-        num_step=DEFAULTS["num_step"],
-        guidance_scale=DEFAULTS["guidance_scale"],
-        speed=1.0,
-        seed=0,
-        randomize_seed=DEFAULTS["randomize_seed"],
-        denoise=True,
-        postprocess_output=DEFAULTS["postprocess_output"],
-        preset=DOOR_PRESET,
-        normalize_text=DEFAULTS["normalize_text"],
-        max_speed=DUB_MAX_SPEED,
-        speakers=False,
-        progress=gr.Progress(),
-    ):
-        """Dub a subtitle file: each cue spoken in its window and placed at its start time, in one track as long as the last cue.
-
-        Args:
-            subtitles_file: An .srt or .vtt file (UTF-8; its format by its name, else by its first line), at most 200 cues, 10,000 characters and 600 s here: an http(s) URL, a data: URI, or the path POST /gradio_api/upload returned.
-            language: The cues' language by name ("English") or code ("en"); "Auto" detects it.
-            instruct: The voice as voice-design items ("female, low pitch"); empty: the model chooses, and keeps its first cue's voice for the rest.
-            voice: A voice of the server's library by name (instead of the instruct), or empty.
-            precision: Model precision, one this server offers; left out: the server's default.
-            num_step: Unmasking steps, 1 to 64.
-            guidance_scale: Classifier-free guidance scale, 0 to 5.
-            speed: Speaking rate for cues with room to spare, 1.0 normal; a cue is sped up only as much as its window needs.
-            seed: Random seed; the same seed and settings give the same track.
-            randomize_seed: True draws a new seed each call.
-            denoise: Denoise a reference (a cloned voice of the library).
-            postprocess_output: Trim long silences and normalise the loudness of each cue.
-            preset: "balanced" (default), "best", "fast" or "turbo".
-            normalize_text: True (default) reads numbers and dates as words.
-            max_speed: The fastest a cue may be spoken to fit its window, 1 to 10 (1.5 by default); a cue that needs more is reported and nothing is made.
-            speakers: True: cues written "Name: text" speak in the library's voice Name (the prefix is not said).
-        Returns:
-            The track as a 24 kHz wav file, one line saying what was made (and any warnings), its captions where each cue was placed (an SRT file), the dub's report (a JSON file: each cue's window, duration, speed and placing), and the captions as lines of text.
-        """
-        cues = page_cues(subtitles_file)
-        fields = dict(
-            text=next(cue.text for cue in cues if cue.text.strip()),  # the options checked with it
-            language=language,
-            instruct=instruct,
-            voice=voice,
-            num_step=num_step,
-            guidance_scale=guidance_scale,
-            speed=speed,
-            duration=None,  # each cue's is its window's
-            seed=seed,
-            randomize_seed=randomize_seed,
-            denoise=denoise,
-            postprocess_output=postprocess_output,
-            preset=preset,
-            normalize_text=normalize_text,
+    def dub(self, fields: dict, progress):
+        """``/dub``: a subtitle file spoken cue by cue in its windows (``SUMMARIES``)."""
+        cues = page_cues(fields.pop("subtitles_file"))
+        precision, max_speed, speakers = (
+            fields.pop(name) for name in ("precision", "max_speed", "speakers")
         )
+        # the options checked with the first cue's text; each cue's duration is its window's
+        fields.update(text=next(cue.text for cue in cues if cue.text.strip()), duration=None)
         request = page_request(fields, self.service, self.library)
         options = {k: v for k, v in request.options().items() if k not in ("text", "duration")}
         options["voice_prompt"] = request.voice_prompt

@@ -6,10 +6,16 @@ from __future__ import annotations
 
 import gradio as gr
 
-from omnivoice_rt.limits import MAX_STEPS
-from omnivoice_rt.request import DOOR_PRESET, PRESETS
+from omnivoice_rt.request import DOOR_PRESET, OPTIONS, PRESETS
 from omnivoice_rt.server.page.shared import PRESET_LABELS, SENTENCES_LABEL
 from omnivoice_rt.server.serving import DEFAULTS
+
+
+def slider(name: str, label: str) -> gr.Slider:
+    """The slider of option ``name``: the range declared beside it (``Option.control``), the
+    doors' default."""
+    low, high, step = OPTIONS[name].control
+    return gr.Slider(low, high, value=DEFAULTS[name], step=step, label=label)
 
 
 def layout() -> dict[str, gr.components.Component]:
@@ -24,16 +30,15 @@ def layout() -> dict[str, gr.components.Component]:
                 info="balanced is this page's default on a CPU; best is upstream's generation, exactly",
                 elem_id="preset",
             )
-            steps = gr.Slider(
-                1, MAX_STEPS, value=DEFAULTS["num_step"], step=1, label="Unmasking steps"
-            )
-            guidance = gr.Slider(
-                0.0, 5.0, value=DEFAULTS["guidance_scale"], step=0.1, label="Guidance scale"
-            )
+            steps = slider("num_step", "Unmasking steps")
+            guidance = slider("guidance_scale", "Guidance scale")
         with gr.Row():
-            speed = gr.Slider(0.5, 2.0, value=1.0, step=0.05, label="Speed")
-            duration = gr.Number(
-                value=0, minimum=0, maximum=600, label="Duration in s (0: automatic)"
+            speed = slider("speed", "Speed")
+            duration = gr.Number(  # 0: none, estimated (the option takes above 0)
+                value=0,
+                minimum=0,
+                maximum=OPTIONS["duration"].high,
+                label="Duration in s (0: automatic)",
             )
         with gr.Row():
             seed = gr.Number(value=0, precision=0, label="Seed")

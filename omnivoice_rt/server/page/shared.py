@@ -29,8 +29,9 @@ from omnivoice_rt.limits import (
     MAX_TEXT_CHARS,
 )
 from omnivoice_rt.model import Speech
-from omnivoice_rt.request import DOOR_PRESET, Request
+from omnivoice_rt.request import DOOR_PRESET, OPTIONS, Request
 from omnivoice_rt.server.models import graphs_size
+from omnivoice_rt.server.page.options import ALIASES
 from omnivoice_rt.server.serving import Service, resolve_seed
 from omnivoice_rt.text import subtitles
 from omnivoice_rt.text.languages import LANG_NAME_TO_ID, language_display_name
@@ -51,8 +52,6 @@ STREAMING = shutil.which("ffmpeg") is not None
 SENTENCES_LABEL = (
     "Sentence by sentence: the first audio sooner (prosody can break where sentences join)"
 )
-# The API's older parameter names (gradio_client, MCP), still taken: the request's names are OPTIONS'
-ALIASES = {"guidance": "guidance_scale", "postprocess": "postprocess_output"}
 
 
 def language_arg(language) -> str | None:
@@ -209,6 +208,10 @@ def page_request(fields: dict, service: Service, library: VoiceLibrary | None = 
             "postprocess_output": fields["postprocess_output"],
             "normalize_text": fields["normalize_text"],
         }
+        # an option an endpoint takes beyond these (options.ENDPOINTS), as it came
+        for name in fields.keys() & OPTIONS.keys() - options.keys():
+            if fields[name] is not None:
+                options[name] = fields[name]
         return Request.from_options(
             options, DOOR_PRESET, normalizer=service.normalizer(abandoned())
         )
