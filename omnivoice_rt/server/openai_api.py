@@ -307,20 +307,19 @@ class SpeechJob:
         models = self.service.models
         loading = request.precision not in models.loaded  # first use, or freed while idle
         try:
-            prepared = self.service.prepared(
+            self._pieces = self.service.speak(
                 request.precision,
                 request.synthesis,
+                sentences=request.sentences,
+                keep=True,
                 on_wait=self._waiting,
                 should_stop=self.stopped.is_set,
             )
-            voice, synthesis, _ = self._stack.enter_context(prepared)
+            self._stack.callback(self._pieces.close)  # the turn goes back with it
+            self._first = next(self._pieces)
             if loading:
                 self.load_seconds = models.load_seconds.get(request.precision)
-            self._pieces = voice.stream(
-                synthesis, sentences=request.sentences, should_stop=self.stopped.is_set
-            )
-            self._first = next(self._pieces)
-            self.kept = self.service.results.add(self._first)  # its voice, to keep by this id
+            self.kept = self._first.metadata["kept"]  # its voice, to keep by this id
             self.started = True
         except BaseException as exc:
             self._stack.close()

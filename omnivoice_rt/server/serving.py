@@ -24,6 +24,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -268,13 +269,61 @@ class Service:
             finally:
                 release_memory()
 
+    def speak(
+        self,
+        precision: str,
+        request: Request,
+        *,
+        whole: bool = False,
+        sentences: bool = False,
+        keep: bool = False,
+        progress=None,
+        on_wait=None,
+        should_stop=None,
+    ) -> Iterator[Speech]:
+        """The one synthesis call of every door: a checked request made into speech, each piece
+        as it is made (``sentences``: a sentence a piece), or (``whole``) the whole result once.
+        It loads ``precision`` (outside the line), waits for a turn (``on_wait(ahead)``), encodes
+        the reference (the prompt cache), counts the synthesis in the metrics and, with ``keep``,
+        keeps the result's voice (``results``, for a door's "keep this voice"); each piece's
+        metadata says whether the reference's encoding was reused (``reused_reference``), and the
+        first's the id its voice is kept by (``kept``: None where none is). The turn is held until the pieces end or the generator
+        is closed: a door closes it when its client leaves (``contextlib.closing``).
+        ``should_stop()``: the client went away; the synthesis stops at its next step."""
+        told = None
+        if progress is not None:
+            told = lambda done, total: progress(done / total, desc=f"Step {done}/{total}")  # noqa: E731
+        with self.prepared(precision, request, progress, on_wait, should_stop) as made:
+            voice, ready, reused = made
+
+            def pieces() -> Iterator[Speech]:  # closing it closes the voice's stream
+                if whole:
+                    yield voice.generate(ready, progress=told, should_stop=should_stop)
+                else:
+                    yield from voice.stream(
+                        ready, progress=told, should_stop=should_stop, sentences=sentences
+                    )
+
+            with contextlib.closing(pieces()) as made:
+                for n, piece in enumerate(made):
+                    piece.metadata["reused_reference"] = reused
+                    if n == 0:
+                        piece.metadata["kept"] = self.results.add(piece) if keep else None
+                    yield piece
+
+    def synthesized(self, precision: str, request: Request, **how) -> Speech:
+        """``speak(whole=True)``'s one result, its turn given back."""
+        with contextlib.closing(self.speak(precision, request, whole=True, **how)) as made:
+            return next(made)
+
     @contextlib.contextmanager
     def prepared(
         self, precision: str, request: Request, progress=None, on_wait=None, should_stop=None
     ):
-        """What every synthesis door does first: load the precision (outside the line), wait for
-        a turn, turn the reference into a voice prompt (from the cache, or transcribed and encoded
-        now); yields (voice, request, reused) for the block, which does the synthesis in its turn.
+        """Load the precision (outside the line), wait for a turn, turn the reference into a voice
+        prompt (from the cache, or transcribed and encoded now); yields (voice, request, reused)
+        for the block, which does its work in the turn. ``speak`` is the synthesis of every door
+        on it; a door that holds one turn for several generations (a dub) uses it directly.
         ``should_stop()``: the client went away; the request leaves the line (:class:`Cancelled`)."""
         reference = (request.ref_audio, request.ref_text, request.language)
         arrived = time.perf_counter()
@@ -308,6 +357,16 @@ class Service:
                     yield voice, None, False
                 else:
                     yield voice, *self.prompts.get(voice, ref_audio, ref_text, language)
+
+    def transcribe(self, audio, language: str | None, progress=None, should_stop=None) -> str:
+        """What a recording says, heard by the server's recogniser (loaded outside the line) in a
+        turn of the line, as a synthesis is made in one."""
+        with self.in_use():
+            recogniser = self.recogniser.get(progress)
+            with self.slot(progress, should_stop=should_stop):
+                if progress is not None:
+                    progress(0.5, desc="Transcribing the reference")
+                return recogniser.transcribe(audio, language)
 
     def preload(self, precision: str) -> threading.Thread:
         """Load ``precision``, then the speech recogniser, in the background; requests wait for these loads."""

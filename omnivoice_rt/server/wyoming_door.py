@@ -30,11 +30,11 @@ import contextlib
 import json
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from urllib.parse import urlparse
 
-import numpy as np
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.error import Error
 from wyoming.event import Event
@@ -438,11 +438,11 @@ class Connection(AsyncEventHandler):
         voice is not a reference's already), as a long text's pieces take the first's."""
         first = await self.speak(sentence, stream["voice"], stream["options"])
         if first is not None and "voice_prompt" not in stream["voice"]:
-            prompt = VoicePrompt(
-                codes=first.codes[0],
-                text=first.metadata["text"],
-                rms=float(np.sqrt(np.mean(np.square(first.waveform)))),
-            )
+            try:  # the first piece's codes, text and loudness, as the library keeps a voice
+                prompt = first.voice_prompt()
+            except ValueError as exc:  # a first sentence too long to be a reference
+                logger.info("a Wyoming stream keeps no voice from its first sentence: %s", exc)
+                return
             stream["voice"] = {
                 **stream["voice"],
                 "voice_prompt": prompt,
@@ -453,12 +453,17 @@ class Connection(AsyncEventHandler):
         """audio-start, the audio as it is made, audio-stop; returns the first piece."""
         reader = self.door.service.normalizer(self.stopped.is_set)
         request = await self.in_thread(build_request, text, voice, options, reader)
-        stack, pieces = await self.in_thread(self.open, request)
+        service = self.door.service
+        pieces = service.speak(
+            service.models.default, request, sentences=True, should_stop=self.stopped.is_set
+        )
         first = None
         try:
             while (piece := await self.in_thread(next, pieces, None)) is not None:
                 if first is None:
                     first = piece
+                    # a stream's later sentences' lengths need it (build_request)
+                    self.frame_rate = service.models.loaded[service.models.default].frame_rate
                     await self.write_event(
                         AudioStart(rate=piece.sample_rate, width=2, channels=1).event()
                     )
@@ -479,26 +484,19 @@ class Connection(AsyncEventHandler):
                     await self.write_event(AudioStop().event())
             raise
         finally:
-            await self.in_thread(stack.close)  # the turn in the line goes back
+            await self.in_thread(closed, pieces)  # the turn in the line goes back
         return first
-
-    def open(self, request: Request):
-        """Load, wait for a turn, start the synthesis (in a worker thread): (turn, pieces)."""
-        stack = contextlib.ExitStack()
-        try:
-            voice, synthesis, _ = stack.enter_context(
-                self.door.service.prepared(
-                    self.door.service.models.default, request, should_stop=self.stopped.is_set
-                )
-            )
-            self.frame_rate = voice.frame_rate  # a stream's later sentences' lengths need it
-            return stack, voice.stream(synthesis, sentences=True, should_stop=self.stopped.is_set)
-        except BaseException:
-            stack.close()
-            raise
 
     async def in_thread(self, function, *args):
         return await self.loop.run_in_executor(self.door.executor, function, *args)
+
+
+def closed(pieces) -> None:
+    """Close a synthesis, once the piece a worker thread may still be making (its client gone:
+    it stops at its next step) is done."""
+    while pieces.gi_running:
+        time.sleep(0.01)
+    pieces.close()
 
 
 def build_request(text: str, voice: dict, options: dict, normalizer=None) -> Request:

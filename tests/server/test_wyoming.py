@@ -602,11 +602,7 @@ def test_a_short_first_sentence_does_not_set_the_pace_of_the_rest(server, runtim
     assert types.count("audio-start") == 2 and types[-1] == "synthesize-stopped"
     request = Request.from_options({"text": "Hi.", "seed": 4, "normalize_text": True}, DOOR_PRESET)
     first = next(runtime.stream(request, sentences=True))
-    prompt = VoicePrompt(
-        codes=first.codes[0],
-        text=first.metadata["text"],
-        rms=float(np.sqrt(np.mean(np.square(first.waveform)))),
-    )
+    prompt = first.voice_prompt()  # the voice as the library keeps one (Speech.voice_prompt)
     alone = runtime.generate(second, seed=4, preset=DOOR_PRESET)
     paced = expected(
         runtime, second, 4, prompt=prompt, duration=alone.metadata["frames"] / runtime.frame_rate

@@ -234,11 +234,10 @@ class Handlers:
         """
         if not ref_audio:
             return ""
-        with as_messages(), self.service.in_use():
-            recogniser = self.service.recogniser.get(progress)
-            with self.service.slot(progress, should_stop=abandoned()):
-                progress(0.5, desc="Transcribing the reference")
-                return recogniser.transcribe(ref_audio, language_arg(language))
+        with as_messages():
+            return self.service.transcribe(
+                ref_audio, language_arg(language), progress, should_stop=abandoned()
+            )
 
     def list_voices(self):
         """The voices of the server's library, to clone by name (clone's voice argument): saved references and named voice designs.

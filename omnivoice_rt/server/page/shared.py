@@ -220,12 +220,12 @@ def page_request(fields: dict, service: Service, library: VoiceLibrary | None = 
 def run_synthesis(
     service: Service, precision: str, progress, request: Request
 ) -> tuple[tuple[int, np.ndarray], str, str]:
-    """Load the precision, synthesize with a step-by-step progress bar, turn errors into gr.Error.
-    The API's outputs: the audio, the result's line, its captions (an SRT file)."""
-    gone = abandoned()
-    with prepared(service, precision, progress, request, gone) as (voice, ready, reused):
-        speech = voice.generate(ready, progress=step_progress(progress), should_stop=gone)
+    """The API's whole result (``Service.synthesized``) with a step-by-step progress bar, its
+    errors as the page's messages: the audio, the result's line, its captions (an SRT file)."""
+    with as_messages():
+        speech = service.synthesized(precision, request, progress=progress, should_stop=abandoned())
     audio = (speech.sample_rate, pcm16(speech.waveform))
+    reused = speech.metadata["reused_reference"]
     return audio, result_line(speech, request.seed, reused), captions_file(speech.captions)
 
 
@@ -237,12 +237,16 @@ def stream_synthesis(
     Yields (piece, whole, info, captions file, caption lines, the id of its voice: "Keep this
     voice")."""
     parts: list[Speech] = []
-    gone = abandoned()
-    with prepared(service, precision, progress, request, gone) as (voice, ready, reused):
-        stream = voice.stream(
-            ready, progress=step_progress(progress), should_stop=gone, sentences=sentences
-        )
-        for part in stream:
+    made = service.speak(
+        precision,
+        request,
+        sentences=sentences,
+        keep=True,
+        progress=progress,
+        should_stop=abandoned(),
+    )
+    with as_messages(), contextlib.closing(made):
+        for part in made:
             parts.append(part)
             done, count = part.metadata["piece"] + 1, part.metadata["pieces"]
             note = (
@@ -262,10 +266,10 @@ def stream_synthesis(
     yield (
         gr.skip(),
         (speech.sample_rate, pcm16(speech.waveform)),
-        result_line(speech, request.seed, reused) + read_as(speech),
+        result_line(speech, request.seed, parts[0].metadata["reused_reference"]) + read_as(speech),
         captions_file(speech.captions),
         caption_lines(speech.captions),
-        service.results.add(speech),
+        parts[0].metadata["kept"],  # the first piece's voice: the whole's (Speech.voice_prompt)
     )
 
 
@@ -297,10 +301,6 @@ def precision_line(service: Service, precision: str) -> str:
         failure = service.models.failures[precision]
         return f"{title} It could not be loaded ({failure}); the next synthesis tries again."
     return f"{title} {service.models.availability(precision)} The first synthesis with it loads it."
-
-
-def step_progress(progress) -> Callable[[int, int], None]:
-    return lambda done, total: progress(done / total, desc=f"Step {done}/{total}")
 
 
 def examples_cache() -> None:
