@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from omnivoice_rt.server.page.shared import LANGUAGES
+from omnivoice_rt.server.page.shared import language_choice
 from omnivoice_rt.voices import VoiceLibrary
 
 REFERENCE_TIPS = (
@@ -60,13 +60,7 @@ def layout(library: VoiceLibrary, keyed: bool) -> dict[str, gr.components.Compon
         elem_id="clone-instruct",
     )
     text = gr.Textbox(label="Text to say in this voice", lines=3, elem_id="clone-text")
-    language = gr.Dropdown(
-        LANGUAGES,
-        value="Auto",
-        label="Language",
-        filterable=True,
-        allow_custom_value=True,
-    )
+    language = language_choice()
     button = gr.Button("Generate", variant="primary", elem_id="clone-generate")
     return {
         "text": text,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gradio as gr
 
 from omnivoice_rt.limits import DUB_MAX_SPEED, MAX_SPEED
-from omnivoice_rt.server.page.shared import LANGUAGES
+from omnivoice_rt.server.page.shared import language_choice
 from omnivoice_rt.voices import VoiceLibrary
 
 DUB_TIPS = (
@@ -41,13 +41,7 @@ def layout(library: VoiceLibrary) -> dict[str, gr.components.Component]:
             placeholder="e.g. female, low pitch",
             elem_id="dub-instruct",
         )
-        language = gr.Dropdown(
-            LANGUAGES,
-            value="Auto",
-            label="Language",
-            filterable=True,
-            allow_custom_value=True,
-        )
+        language = language_choice()
     with gr.Row():
         max_speed = gr.Slider(
             1.0,

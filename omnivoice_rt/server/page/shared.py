@@ -54,6 +54,13 @@ SENTENCES_LABEL = (
 )
 
 
+def language_choice() -> gr.Dropdown:
+    """A tab's language: a name from the list, or typed (a code such as 'en'); "Auto" detects it."""
+    return gr.Dropdown(
+        LANGUAGES, value="Auto", label="Language", filterable=True, allow_custom_value=True
+    )
+
+
 def language_arg(language) -> str | None:
     """The page's language choice for the runtime: "Auto" (or nothing) lets it detect the language."""
     if language is not None and not isinstance(language, str):

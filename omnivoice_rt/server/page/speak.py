@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from omnivoice_rt.server.page.shared import LANGUAGES
+from omnivoice_rt.server.page.shared import language_choice
 from omnivoice_rt.text.chunks import NONVERBAL_TAGS
 from omnivoice_rt.text.instructs import INSTRUCT_EXCLUSIVE
 
@@ -50,13 +50,7 @@ def layout(handlers, results: dict) -> dict[str, gr.components.Component]:
         elem_id="tts-text",
     )
     tag_buttons(text)
-    language = gr.Dropdown(
-        LANGUAGES,
-        value="Auto",
-        label="Language",
-        filterable=True,
-        allow_custom_value=True,
-    )
+    language = language_choice()
     # One control for the voice: the choices compose the instruct, which is sent as it stands in
     # its box (and may be typed or edited there).
     with gr.Accordion("Voice design (empty: the model chooses)", open=True):
