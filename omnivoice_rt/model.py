@@ -271,7 +271,10 @@ class OmniVoiceONNX:
             timings = {"decode": decoded - unmasked, "postprocess": time.perf_counter() - decoded}
             speech = self._speech(waveform, [codes], request, timings, captions)
             speech.texts = [piece.text]
-            speech.metadata.update(piece=index, pieces=count, text=piece.text)
+            # "pieces": the older name of "pieces_in_request", kept for those who read it
+            speech.metadata.update(
+                piece=index, pieces_in_request=count, pieces=count, text=piece.text
+            )
             yield speech
 
     # ------------------------------------------------------------------ placing the pieces
@@ -416,7 +419,8 @@ class OmniVoiceONNX:
         total = time.perf_counter() - request.started
         speech.metadata = {
             "frames": int(sum(c.shape[1] for c in chunks)),
-            "chunks": len(chunks),
+            "pieces_in_result": len(chunks),
+            "chunks": len(chunks),  # the older name of "pieces_in_result"
             "steps": request.settings.num_step * len(chunks),
             "seconds": speech.seconds,
             "precision": self.precision,

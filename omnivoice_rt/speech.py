@@ -51,7 +51,7 @@ class Speech:
     @classmethod
     def join(cls, parts: list[Speech]) -> Speech:
         """The pieces of :meth:`OmniVoiceONNX.stream` as one result (the last piece's metadata,
-        with the whole's frames, chunks and length)."""
+        with the whole's frames, pieces and length)."""
         if not parts:
             raise ValueError("no pieces to join")
         waveform = np.concatenate([part.waveform for part in parts])
@@ -64,7 +64,8 @@ class Speech:
         metadata = {
             **parts[-1].metadata,
             "frames": int(sum(c.shape[1] for c in codes)),
-            "chunks": len(codes),
+            "pieces_in_result": len(codes),
+            "chunks": len(codes),  # the older name of "pieces_in_result"
             "steps": sum(part.metadata.get("steps", 0) for part in parts),
         }
         metadata["seconds"] = waveform.shape[-1] / parts[0].sample_rate

@@ -338,7 +338,7 @@ class SpeechJob:
             writer, placed, at = None, [], 0
             for piece in self._all_pieces():
                 if writer is None:
-                    streamed = piece.metadata["pieces"] > 1 and not whole
+                    streamed = piece.metadata["pieces_in_request"] > 1 and not whole
                     writer = AudioWriter(request.response_format, piece.sample_rate, streamed)
                 placed += [caption.moved(at) for caption in piece.captions]
                 at += piece.waveform.shape[-1]

@@ -52,6 +52,13 @@ def test_a_long_text_streams_generate_codes_piece_by_piece(fp32_voice):
     assert not pieces[-1].waveform[-pad:].any()
     joined = Speech.join(pieces)
     assert joined.waveform.shape[-1] == sum(p.waveform.shape[-1] for p in pieces)
+    # the result's pieces and the request's, by names that cannot be confused; the older
+    # "chunks" and "pieces" kept as their aliases
+    assert joined.metadata["pieces_in_result"] == joined.metadata["chunks"] == len(pieces)
+    assert all(
+        p.metadata["pieces_in_request"] == p.metadata["pieces"] == len(pieces) for p in pieces
+    )
+    assert all(p.metadata["pieces_in_result"] == 1 for p in pieces)
     assert joined.metadata["chunks"] == len(pieces) and joined.metadata["seconds"] == pytest.approx(
         joined.seconds
     )

@@ -255,7 +255,7 @@ def stream_synthesis(
     with as_messages(), contextlib.closing(made):
         for part in made:
             parts.append(part)
-            done, count = part.metadata["piece"] + 1, part.metadata["pieces"]
+            done, count = part.metadata["piece"] + 1, part.metadata["pieces_in_request"]
             note = (
                 f"Playing piece {done} of {count} while the rest is made…"
                 if done < count
