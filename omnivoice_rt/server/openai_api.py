@@ -25,7 +25,6 @@ import hmac
 import json
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -50,7 +49,7 @@ from omnivoice_rt.request import (
 from omnivoice_rt.request import Request as SynthesisRequest
 from omnivoice_rt.server.api_errors import ApiError, api_error
 from omnivoice_rt.server.metrics import CONTENT_TYPE as METRICS_TYPE
-from omnivoice_rt.server.serving import Service, resolve_seed
+from omnivoice_rt.server.serving import Service, closed, resolve_seed
 from omnivoice_rt.server.voices_api import voice_routes
 from omnivoice_rt.text.instructs import resolve_instruct
 from omnivoice_rt.text.languages import quoted
@@ -390,9 +389,7 @@ class SpeechJob:
         finished or not; a piece being made in another thread is waited for (it stops at its next
         step)."""
         self.stopped.set()
-        while self.body.gi_running:
-            time.sleep(0.01)
-        self.body.close()  # its finally gives the turn back
+        closed(self.body)  # its finally gives the turn back
         self._stack.close()  # for a body never started (the client left before the first byte)
         if self.started:  # else its refusal was counted as it was raised
             self._ended(Cancelled("the client went away before the first byte"))

@@ -161,6 +161,15 @@ class KeptVoices:
             self._voices.popitem(last=False)
 
 
+def closed(pieces: Iterator) -> None:
+    """Close a generator of pieces (``Service.speak``, a door's body over it) from any thread,
+    once the piece a worker thread may still be making is done: its client gone, ``should_stop``
+    ends it at its next step."""
+    while pieces.gi_running:
+        time.sleep(0.01)
+    pieces.close()
+
+
 class Service:
     """What the doors share: ``models`` (each precision loaded once), ``line`` (one FIFO line for
     every door), ``prompts`` (references already encoded) and ``recogniser`` (the speech
@@ -287,14 +296,15 @@ class Service:
         the reference (the prompt cache), counts the synthesis in the metrics and, with ``keep``,
         keeps the result's voice (``results``, for a door's "keep this voice"); each piece's
         metadata says whether the reference's encoding was reused (``reused_reference``), and the
-        first's the id its voice is kept by (``kept``: None where none is). The turn is held until the pieces end or the generator
-        is closed: a door closes it when its client leaves (``contextlib.closing``).
+        first's the id its voice is kept by (``kept``: None where none is). The turn is held
+        until the pieces end or the generator is closed: a door closes it when its client leaves
+        (``contextlib.closing``; from another thread, ``closed``).
         ``should_stop()``: the client went away; the synthesis stops at its next step."""
         told = None
         if progress is not None:
             told = lambda done, total: progress(done / total, desc=f"Step {done}/{total}")  # noqa: E731
-        with self.prepared(precision, request, progress, on_wait, should_stop) as made:
-            voice, ready, reused = made
+        with self.prepared(precision, request, progress, on_wait, should_stop) as prepared:
+            voice, ready, reused = prepared
 
             def pieces() -> Iterator[Speech]:  # closing it closes the voice's stream
                 if whole:

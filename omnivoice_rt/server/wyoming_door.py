@@ -30,7 +30,6 @@ import contextlib
 import json
 import logging
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from urllib.parse import urlparse
@@ -68,7 +67,7 @@ from omnivoice_rt.request import (
     door_fields,
 )
 from omnivoice_rt.server.connections import closed_connection, refused_connection
-from omnivoice_rt.server.serving import Service, resolve_seed
+from omnivoice_rt.server.serving import Service, closed, resolve_seed
 from omnivoice_rt.text.chunks import complete_sentences
 from omnivoice_rt.text.durations import estimate_frames
 from omnivoice_rt.text.languages import LANG_IDS, TAG_ALIASES, resolve_language
@@ -489,14 +488,6 @@ class Connection(AsyncEventHandler):
 
     async def in_thread(self, function, *args):
         return await self.loop.run_in_executor(self.door.executor, function, *args)
-
-
-def closed(pieces) -> None:
-    """Close a synthesis, once the piece a worker thread may still be making (its client gone:
-    it stops at its next step) is done."""
-    while pieces.gi_running:
-        time.sleep(0.01)
-    pieces.close()
 
 
 def build_request(text: str, voice: dict, options: dict, normalizer=None) -> Request:

@@ -147,8 +147,10 @@ class Handlers:
 
     def __init__(self, service: Service, default: str, library: VoiceLibrary, keyed: bool = False):
         self.service, self.default, self.library, self.keyed = service, default, library, keyed
-        for name in options.ENDPOINTS:  # synthesize, clone, dub
-            setattr(self, name, declared(name, getattr(self, name), default))
+        # the endpoints of options.ENDPOINTS: synthesize and clone speak their fields, whole
+        self.synthesize = declared("synthesize", self.speak, default)
+        self.clone = declared("clone", self.speak, default)
+        self.dub = declared("dub", self.dub, default)
         for name in ("save_voice_prompt", "save_to_library"):
             setattr(self, name, with_defaults(getattr(self, name), precision=default))
         self.synthesize_page = self.page_twin(self.synthesize)
@@ -156,18 +158,10 @@ class Handlers:
         for name in ("synthesize", "clone", "dub", "synthesize_page", "clone_page"):
             setattr(self, name, counted(getattr(self, name), service.metrics))
 
-    def synthesize(self, fields: dict, progress):
-        """``/synthesize``: a text in the model's voice, or a designed one (``SUMMARIES``)."""
+    def speak(self, fields: dict, progress):
+        """``/synthesize`` and ``/clone``: an API handler's fields (by the page's names:
+        ``page_request``) spoken, whole, at their precision."""
         precision = fields.pop("precision")
-        return self.speak(fields, precision, progress)
-
-    def clone(self, fields: dict, progress):
-        """``/clone``: a text in the voice of a reference, a voice prompt or the library's."""
-        precision = fields.pop("precision")
-        return self.speak(fields, precision, progress)
-
-    def speak(self, fields: dict, precision: str | None, progress):
-        """An API handler's fields (by the page's names: ``page_request``) spoken, whole."""
         request = page_request(fields, self.service, self.library)
         return run_synthesis(self.service, precision or self.default, progress, request)
 

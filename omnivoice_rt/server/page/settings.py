@@ -7,6 +7,7 @@ from __future__ import annotations
 import gradio as gr
 
 from omnivoice_rt.request import DOOR_PRESET, OPTIONS, PRESETS
+from omnivoice_rt.server.page import options
 from omnivoice_rt.server.page.shared import PRESET_LABELS, SENTENCES_LABEL
 from omnivoice_rt.server.serving import DEFAULTS
 
@@ -74,8 +75,6 @@ def layout() -> dict[str, gr.components.Component]:
 
 
 def aliases() -> dict[str, gr.components.Component]:
-    """The API's older names (``shared.ALIASES``), of their options' kinds: inputs the page never
-    sets, empty unless a client gives them (a Checkbox makes its None False: put back after)."""
-    guidance, postprocess = gr.Number(value=None, visible=False), gr.Checkbox(visible=False)
-    postprocess.value = None
-    return {"guidance": guidance, "postprocess": postprocess}
+    """The API's older names (``options.ALIASES``): inputs the page never sets, empty unless a
+    client gives them, of their options' kinds."""
+    return {alias: options.hidden(name) for alias, name in options.ALIASES.items()}
