@@ -1,27 +1,26 @@
 """The Gradio page over ``omnivoice_rt``: its tabs, its handlers and its API.
 
-Tabs for text-to-speech (auto voice and voice design, ``speak.py``), voice cloning and the voice
-library (``clone.py``) and dubbing (``dub.py``); the settings they share (``settings.py``), the
+Tabs for text-to-speech (auto voice and voice design, ``speak.py``), voice cloning (``clone.py``,
+its voices kept in prompt files and the library: ``voices.py``) and dubbing (``dub.py``), each tab
+with its layout, its endpoints and their wiring; the settings they share (``settings.py``), the
 result under them (``results.py``), a precision selector, progress over download and unmasking,
 audio played as it is made, and stable API endpoints for ``gradio_client``: ``/synthesize``,
 ``/clone``, ``/dub``, ``/save_voice_prompt``, ``/save_to_library``, ``/list_voices`` and
 ``/transcribe`` (also MCP tools with ``--mcp``), whose parameters are the signatures of
-``handlers.Handlers``. Each tab's controls are keyed by the parameter they fill, and every
-button is wired by those names (``inputs``). ``main.py`` serves the page with the other doors
+``handlers.Handlers`` (its voice and dubbing endpoints are ``voices.VoiceHandlers`` and
+``dub.DubHandlers``). Each tab's controls are keyed by the parameter they fill, and every button
+is wired by those names (``options.inputs``). ``main.py`` serves the page with the other doors
 from one process; every door shares ``serving.py``'s line.
 """
 
 from __future__ import annotations
 
-import inspect
-
 import gradio as gr
 
 from omnivoice_rt.server.models import offered_precisions
-from omnivoice_rt.server.page import clone, dub, options, results, settings, speak
+from omnivoice_rt.server.page import clone, dub, options, results, settings, speak, voices
 from omnivoice_rt.server.page.handlers import Handlers
 from omnivoice_rt.server.page.shared import (
-    STREAMING,
     examples_cache,
     page_request,
     precision_line,
@@ -37,19 +36,6 @@ LICENCE_LINE = (  # the page's footer; README "Licences" says more
     "Code: Apache-2.0. The OmniVoice weights (k2-fsa/OmniVoice): CC-BY-NC, non-commercial use "
     "only, as their authors state. The Higgs Audio V2 tokenizer: Boson AI's licence."
 )
-
-
-def inputs(handler, *controls: dict) -> list:
-    """The components that fill ``handler``'s parameters, in its signature's order, found by
-    name in ``controls`` (a later dict's name wins); an option the page shows no control for
-    gets a hidden one (``options.hidden``); ``progress`` is Gradio's own."""
-    by_name = {name: control for named in controls for name, control in named.items()}
-    parameters = inspect.signature(handler).parameters
-    return [
-        by_name[name] if name in by_name else options.hidden(name)
-        for name in parameters
-        if name != "progress"
-    ]
 
 
 def header(service: Service) -> dict:
@@ -114,9 +100,9 @@ def build_demo(
         shared.update(settings.aliases())
         # in this order, the order of the API's endpoints (fn_index) as before
         wire_page(handlers, top, shared, result, tts, cloning)
-        wire_dubbing(handlers, top, shared, result, dubbing)
+        dub.wire(handlers, top, shared, result, dubbing)
         wire_api(handlers, shared, result, tts, cloning)
-        wire_voices(handlers, top, library, cloning, keep)
+        voices.wire(handlers, top, library, cloning, keep)
         gr.Markdown(LICENCE_LINE, elem_id="licence")
     return demo
 
@@ -129,9 +115,9 @@ def wire_page(handlers: Handlers, top, shared, result, tts, cloning) -> None:
         (tts["button"], handlers.synthesize_page, tts),
         (cloning["button"], handlers.clone_page, cloning),
     ):
-        button.click(handler, inputs(handler, shared, tab), shown, api_visibility="private").then(
-            top["describe"], top["precision"], top["info"], api_visibility="private"
-        )
+        button.click(
+            handler, options.inputs(handler, shared, tab), shown, api_visibility="private"
+        ).then(top["describe"], top["precision"], top["info"], api_visibility="private")
 
 
 def wire_api(handlers: Handlers, shared, result, tts, cloning) -> None:
@@ -143,62 +129,5 @@ def wire_api(handlers: Handlers, shared, result, tts, cloning) -> None:
         ("clone", handlers.clone, cloning),
     ):
         gr.Button(visible=False).click(
-            handler, inputs(handler, shared, tab), whole, api_name=api_name
+            handler, options.inputs(handler, shared, tab), whole, api_name=api_name
         )
-
-
-def wire_dubbing(handlers: Handlers, top, shared, result, dubbing) -> None:
-    """A dub: the settings but the duration (``Handlers.dub`` takes none: each cue's window is
-    its own)."""
-    made = [result["output"], result["info"], result["subtitles"], dubbing["report"]]
-    dubbing["button"].click(
-        handlers.dub,
-        inputs(handlers.dub, shared, dubbing),
-        [*made, result["lines"]],
-        api_name="dub",
-    ).then(
-        lambda: (gr.skip() if STREAMING else None, ""),  # nothing of an earlier result's
-        None,
-        [result["player"], result["kept"]],
-        api_visibility="private",
-    ).then(top["describe"], top["precision"], top["info"], api_visibility="private")
-
-
-def wire_voices(handlers: Handlers, top, library: VoiceLibrary, cloning, keep) -> None:
-    """Saving a voice (a prompt file, the library, the result's voice), listing the library's,
-    and the transcript a recorded or uploaded reference fills in."""
-    voice_choices = cloning["voice"]
-
-    def refreshed():
-        return gr.Dropdown(choices=[""] + [entry.name for entry in library.saved()])
-
-    precision = {"precision": top["precision"]}
-    cloning["save_button"].click(
-        handlers.save_voice_prompt,
-        inputs(handlers.save_voice_prompt, precision, cloning),
-        cloning["saved_prompt"],
-        api_name="save_voice_prompt",
-    )
-    cloning["library_button"].click(
-        handlers.save_to_library,
-        inputs(handlers.save_to_library, precision, cloning),
-        cloning["library_line"],
-        api_name="save_to_library",
-    ).then(refreshed, None, voice_choices, api_visibility="private")
-    gr.Button(visible=False).click(
-        handlers.list_voices, None, gr.JSON(visible=False), api_name="list_voices"
-    )
-    keep["button"].click(
-        handlers.keep_voice,
-        inputs(handlers.keep_voice, keep),
-        [keep["file"], keep["line"]],
-        api_visibility="private",  # the result's id lives in the page's state
-    ).then(refreshed, None, voice_choices, api_visibility="private")
-    # A recorded or uploaded reference fills the transcript box, which stays editable.
-    transcribing = inputs(handlers.transcribe, cloning)
-    cloning["ref_audio"].upload(
-        handlers.transcribe, transcribing, cloning["ref_text"], api_name="transcribe"
-    )
-    cloning["ref_audio"].stop_recording(
-        handlers.transcribe, transcribing, cloning["ref_text"], api_visibility="private"
-    )

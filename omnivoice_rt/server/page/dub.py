@@ -3,10 +3,30 @@ or a design, with the fastest speech a cue may take to fit."""
 
 from __future__ import annotations
 
+import functools
+import time
+
 import gradio as gr
 
+from omnivoice_rt import dubbing
+from omnivoice_rt.audio.formats import pcm16
 from omnivoice_rt.limits import DUB_MAX_SPEED, MAX_SPEED
-from omnivoice_rt.server.page.shared import language_choice
+from omnivoice_rt.request import door_request
+from omnivoice_rt.server.page.options import inputs
+from omnivoice_rt.server.page.shared import (
+    STREAMING,
+    abandoned,
+    as_messages,
+    caption_lines,
+    captions_file,
+    escaped,
+    language_choice,
+    page_cues,
+    page_flag,
+    page_request,
+    prepared,
+    report_file,
+)
 from omnivoice_rt.voices import VoiceLibrary
 
 DUB_TIPS = (
@@ -68,3 +88,62 @@ def layout(library: VoiceLibrary) -> dict[str, gr.components.Component]:
         "button": button,
         "report": report,
     }
+
+
+class DubHandlers:
+    """The tab's endpoint, ``/dub``, a part of ``handlers.Handlers``."""
+
+    def dub(self, fields: dict, progress):
+        """``/dub``: a subtitle file spoken cue by cue in its windows (``SUMMARIES``)."""
+        cues = page_cues(fields.pop("subtitles_file"))
+        precision, max_speed, speakers = (
+            fields.pop(name) for name in ("precision", "max_speed", "speakers")
+        )
+        # the options checked with the first cue's text; each cue's duration is its window's
+        fields.update(text=next(cue.text for cue in cues if cue.text.strip()), duration=None)
+        request = page_request(fields, self.service, self.library)
+        options = {k: v for k, v in request.options().items() if k not in ("text", "duration")}
+        options["voice_prompt"] = request.voice_prompt
+        with as_messages():
+            flag = page_flag(speakers, "speakers")
+            names = {e.name: self.library.options(e.name) for e in self.library.entries()}
+        gone = abandoned()
+        request_of = functools.partial(door_request, normalizer=self.service.normalizer(gone))
+
+        def told(done: int, total: int) -> None:
+            progress(done / total, desc=f"Cue {done} of {total}")
+
+        precision = precision or self.default
+        started = time.perf_counter()
+        with prepared(self.service, precision, progress, request, gone) as (model, _, _):
+            dubbed = dubbing.dub(
+                model, cues, options, names if flag else None, max_speed, request_of, told, gone
+            )
+        line = (
+            f"{len(dubbed.captions)} cues in {dubbed.seconds:.2f} s of track, made in "
+            f"{time.perf_counter() - started:.1f} s, {precision}, seed {request.seed}"
+        ) + "".join(f"\n- {escaped(warning)}" for warning in dubbed.report["warnings"])
+        return (
+            (dubbed.sample_rate, pcm16(dubbed.waveform)),
+            line,
+            captions_file(dubbed.captions),
+            report_file(dubbed.report),
+            caption_lines(dubbed.captions),
+        )
+
+
+def wire(handlers, top, shared, result, dubbing) -> None:
+    """A dub: the settings but the duration (``Handlers.dub`` takes none: each cue's window is
+    its own)."""
+    made = [result["output"], result["info"], result["subtitles"], dubbing["report"]]
+    dubbing["button"].click(
+        handlers.dub,
+        inputs(handlers.dub, shared, dubbing),
+        [*made, result["lines"]],
+        api_name="dub",
+    ).then(
+        lambda: (gr.skip() if STREAMING else None, ""),  # nothing of an earlier result's
+        None,
+        [result["player"], result["kept"]],
+        api_visibility="private",
+    ).then(top["describe"], top["precision"], top["info"], api_visibility="private")

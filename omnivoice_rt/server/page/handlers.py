@@ -6,36 +6,22 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import time
 from collections.abc import Callable
 
 import gradio as gr
 
-from omnivoice_rt import dubbing
-from omnivoice_rt.audio.formats import pcm16
-from omnivoice_rt.request import door_request
 from omnivoice_rt.server.page import options
+from omnivoice_rt.server.page.dub import DubHandlers
 from omnivoice_rt.server.page.shared import (
     ALIASES,
-    LIBRARY_KEYED,
-    abandoned,
     as_messages,
-    caption_lines,
-    captions_file,
-    escaped,
-    language_arg,
-    page_cues,
     page_flag,
     page_request,
-    prepared,
-    prompt_file,
-    refused,
-    report_file,
     run_synthesis,
     stream_synthesis,
 )
+from omnivoice_rt.server.page.voices import VoiceHandlers
 from omnivoice_rt.server.serving import DEFAULTS, Service
-from omnivoice_rt.text.languages import check_string
 from omnivoice_rt.voices import VoiceLibrary
 
 logger = logging.getLogger(__name__)
@@ -137,7 +123,7 @@ def declared(endpoint: str, body: Callable, precision: str) -> Callable:
     return call
 
 
-class Handlers:
+class Handlers(VoiceHandlers, DubHandlers):
     """What the page's buttons and its API call. The API's handlers (``synthesize``, ``clone``...:
     the whole result at the end; their docstrings describe the MCP tools) and the page's
     (``synthesize_page``, ``clone_page``: pieces as they are made, when ``STREAMING``) share the
@@ -192,160 +178,6 @@ class Handlers:
         twin.__signature__ = twin_signature
         twin.__name__ = f"{api_handler.__name__}_page"
         return twin
-
-    def save_voice_prompt(self, ref_audio, ref_text=None, precision=None, progress=gr.Progress()):
-        """Encode a reference recording once as a voice prompt file, to clone that voice again without the recording.
-
-        Args:
-            ref_audio: A recording of the voice: 3-10 s of one person speaking clearly (0.5-30 s accepted; up to 20 MB): an http(s) URL, a data: URI, or the path POST /gradio_api/upload returned.
-            ref_text: What the recording says; empty: it is transcribed with Whisper.
-            precision: The model precision that encodes the prompt (prompts work across precisions); left out: the server's default.
-        Returns:
-            A voice prompt file (.npz, kept for an hour on this server) to pass to clone as voice_prompt.
-        """
-        if not ref_audio:
-            raise refused("Record or upload a reference voice first.")
-        with as_messages():
-            if ref_text is not None:
-                check_string(ref_text, "ref_text (the reference's transcript)")
-            reference = self.service.reference(
-                precision, ref_audio, ref_text, None, progress, None, abandoned()
-            )
-            with reference as (_, prompt, _):
-                pass
-        path = prompt_file()
-        prompt.save(path)
-        return str(path)
-
-    def transcribe(self, ref_audio, language="Auto", progress=gr.Progress()):
-        """Transcribe a reference recording with Whisper: what the recording says, to check before cloning.
-
-        Args:
-            ref_audio: A recording of up to 30 s (longer ones are cut at a silence near 20 s): an http(s) URL, a data: URI, or the path POST /gradio_api/upload returned.
-            language: The recording's language by name or code; "Auto" detects it.
-        Returns:
-            The transcript, one line of text.
-        """
-        if not ref_audio:
-            return ""
-        with as_messages():
-            return self.service.transcribe(
-                ref_audio, language_arg(language), progress, should_stop=abandoned()
-            )
-
-    def list_voices(self):
-        """The voices of the server's library, to clone by name (clone's voice argument): saved references and named voice designs.
-
-        Returns:
-            A list of voices: name, kind ("clone": a saved reference, "design": an instruct), language, instruct, duration of the reference in seconds, created.
-        """
-        return [entry.as_dict() for entry in self.library.saved()]
-
-    def save_to_library(
-        self,
-        name,
-        ref_audio=None,
-        ref_text=None,
-        language="Auto",
-        precision=None,
-        progress=gr.Progress(),
-    ):
-        """Save a reference recording in the server's voice library under a name, for every door (the page, clone's voice argument, the OpenAI and Wyoming doors). Only where the server allows it (--voices-writable) and has no API key (with a key: POST /v1/audio/voices).
-
-        Args:
-            name: The voice's name: 1 to 64 letters, digits, '_', '.' or '-'.
-            ref_audio: A recording of the voice: 3-10 s of one person speaking clearly: an http(s) URL, a data: URI, or the path POST /gradio_api/upload returned.
-            ref_text: What the recording says; empty: it is transcribed with Whisper.
-            language: The recording's language by name or code; "Auto": none.
-            precision: The model precision that encodes it; left out: the server's default.
-        Returns:
-            One line saying what was saved.
-        """
-        if self.keyed and self.library.writable:
-            raise refused(LIBRARY_KEYED)
-        if not ref_audio:
-            raise refused("Record or upload a reference voice first.")
-        with as_messages():
-            language = language_arg(language)
-
-        def encode():
-            reference = self.service.reference(
-                precision, ref_audio, ref_text or None, language, progress, None, abandoned()
-            )
-            with reference as (_, prompt, _):
-                return prompt
-
-        with as_messages():
-            try:
-                named = name.strip() if isinstance(name, str) else name
-                entry = self.library.add_recording(named, encode, language)
-            except (FileExistsError, PermissionError) as exc:  # not REPORTED: said here
-                raise ValueError(str(exc)) from None
-        return f"Saved {entry.name!r} in the library ({entry.duration:g} s of speech)."
-
-    def keep_voice(self, result, name=None):
-        """The page's "Keep this voice": the last result's voice (its first piece's codes and
-        text: ``Speech.voice_prompt``) as a voice prompt file, and, given a name where the page
-        may write to the library, as a voice of the library too."""
-        if not result:
-            raise refused("Generate something first: the voice of the result is what is kept.")
-        with as_messages():
-            prompt = self.service.results.get(result)
-        path = prompt_file()
-        prompt.save(path)
-        named = name.strip() if isinstance(name, str) else ""
-        if not named or not self.library.writable or self.keyed:
-            return str(path), (
-                "This voice is in the prompt file: load it under Voice cloning to speak in it "
-                "again."
-            )
-        with as_messages():
-            try:
-                entry = self.library.add_prompt(named, prompt)
-            except (FileExistsError, PermissionError) as exc:  # not REPORTED: said here
-                raise ValueError(str(exc)) from None
-        return str(path), (
-            f"Kept {entry.name!r} in the library ({entry.duration:g} s of its speech): choose it "
-            "under Voice cloning, or as the voice of any door."
-        )
-
-    def dub(self, fields: dict, progress):
-        """``/dub``: a subtitle file spoken cue by cue in its windows (``SUMMARIES``)."""
-        cues = page_cues(fields.pop("subtitles_file"))
-        precision, max_speed, speakers = (
-            fields.pop(name) for name in ("precision", "max_speed", "speakers")
-        )
-        # the options checked with the first cue's text; each cue's duration is its window's
-        fields.update(text=next(cue.text for cue in cues if cue.text.strip()), duration=None)
-        request = page_request(fields, self.service, self.library)
-        options = {k: v for k, v in request.options().items() if k not in ("text", "duration")}
-        options["voice_prompt"] = request.voice_prompt
-        with as_messages():
-            flag = page_flag(speakers, "speakers")
-            names = {e.name: self.library.options(e.name) for e in self.library.entries()}
-        gone = abandoned()
-        request_of = functools.partial(door_request, normalizer=self.service.normalizer(gone))
-
-        def told(done: int, total: int) -> None:
-            progress(done / total, desc=f"Cue {done} of {total}")
-
-        precision = precision or self.default
-        started = time.perf_counter()
-        with prepared(self.service, precision, progress, request, gone) as (model, _, _):
-            dubbed = dubbing.dub(
-                model, cues, options, names if flag else None, max_speed, request_of, told, gone
-            )
-        line = (
-            f"{len(dubbed.captions)} cues in {dubbed.seconds:.2f} s of track, made in "
-            f"{time.perf_counter() - started:.1f} s, {precision}, seed {request.seed}"
-        ) + "".join(f"\n- {escaped(warning)}" for warning in dubbed.report["warnings"])
-        return (
-            (dubbed.sample_rate, pcm16(dubbed.waveform)),
-            line,
-            captions_file(dubbed.captions),
-            report_file(dubbed.report),
-            caption_lines(dubbed.captions),
-        )
 
     def example(self, text, language, instruct, progress=gr.Progress()):
         """An example of the page, as the page's defaults make it (seed 0, so a cached result is its result)."""

@@ -206,3 +206,16 @@ def hidden(name: str) -> gr.components.Component:
     if kind in ("number", "whole"):
         return gr.Number(value=None, visible=False)
     return gr.Textbox(value=None, visible=False)
+
+
+def inputs(handler, *controls: dict) -> list:
+    """The components that fill ``handler``'s parameters, in its signature's order, found by
+    name in ``controls`` (a later dict's name wins); an option the page shows no control for
+    gets a hidden one (``options.hidden``); ``progress`` is Gradio's own."""
+    by_name = {name: control for named in controls for name, control in named.items()}
+    parameters = inspect.signature(handler).parameters
+    return [
+        by_name[name] if name in by_name else hidden(name)
+        for name in parameters
+        if name != "progress"
+    ]
