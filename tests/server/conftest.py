@@ -6,9 +6,15 @@ import asyncio
 import json
 
 import httpx
+import numpy as np
 import pytest
+from wyoming.client import AsyncTcpClient
+from wyoming.event import Event
+from wyoming.info import Describe, Info
 
-from tests.conftest import running_app
+from omnivoice_rt.audio.formats import pcm16
+from omnivoice_rt.request import DOOR_PRESET, Request
+from tests.conftest import free_port, running_app, save_narrator
 
 KEY = "sk-secret-omnivoice-key"
 
@@ -57,3 +63,92 @@ def mcp_calls(url: str, calls: list[tuple[str, dict]], headers: dict | None = No
 
 def text_of(result) -> str:
     return " ".join(getattr(c, "text", "") for c in result.content)
+
+
+# ----------------------------------------------------------------------------- the voice library's server
+
+LIBRARY_KEY = "sk-test-wyoming"
+
+
+@pytest.fixture(scope="session")
+def voices_dir(cpu_artifacts, tmp_path_factory):
+    return save_narrator(tmp_path_factory.mktemp("library"), cpu_artifacts)
+
+
+@pytest.fixture(scope="session")
+def wyoming_server(cpu_artifacts, tiny_whisper, voices_dir, tmp_path_factory):
+    """The app with its Wyoming door, a writable voice library and an API key; yields (url, port, log)."""
+    log = tmp_path_factory.mktemp("wyoming") / "server.log"
+    port = free_port()
+    args = [
+        *("--artifacts", str(cpu_artifacts), "--asr-model", str(tiny_whisper)),
+        *("--voices", str(voices_dir), "--voices-writable"),
+        *("--wyoming", f"tcp://127.0.0.1:{port}", "--mcp"),
+        *("--wyoming-zeroconf", f"omnivoice-test-{port}"),
+    ]
+    with running_app(args, log, HF_HUB_OFFLINE="1", OMNIVOICE_API_KEY=LIBRARY_KEY) as url:
+        yield url, port, log
+
+
+@pytest.fixture(scope="session")
+def keyless_server(cpu_artifacts, tiny_whisper, voices_dir, tmp_path_factory):
+    """The same app without an API key: the page and MCP may write to its library (the
+    library's rule); yields (url, port, log)."""
+    log = tmp_path_factory.mktemp("keyless") / "server.log"
+    port = free_port()
+    args = [
+        *("--artifacts", str(cpu_artifacts), "--asr-model", str(tiny_whisper)),
+        *("--voices", str(voices_dir), "--voices-writable"),
+        *("--wyoming", f"tcp://127.0.0.1:{port}", "--mcp"),
+    ]
+    with running_app(args, log, HF_HUB_OFFLINE="1") as url:
+        yield url, port, log
+
+
+def expected(runtime, text: str, seed: int, prompt=None, **options) -> np.ndarray:
+    """What the door should send: the runtime's ``stream`` (sentence pieces) for the same voice,
+    seed and the doors' settings, as 16-bit samples."""
+    request = Request.from_options(
+        {"text": text, "seed": seed, "normalize_text": True, **options}, DOOR_PRESET
+    )
+    if prompt is not None:
+        request = request.with_prompt(prompt)
+    return np.concatenate(
+        [pcm16(piece.waveform) for piece in runtime.stream(request, sentences=True)]
+    )
+
+
+async def answer(client: AsyncTcpClient, until: str = "audio-stop") -> tuple[list[str], bytes]:
+    """The event types up to ``until`` (or an error) and the audio they carried."""
+    types, audio = [], b""
+    while True:
+        event = await asyncio.wait_for(client.read_event(), 120)
+        assert event is not None, "the server closed the connection"
+        types.append(event.type)
+        if event.type == "audio-chunk":
+            assert (event.data["rate"], event.data["width"], event.data["channels"]) == (
+                24000,
+                2,
+                1,
+            )
+            audio += event.payload
+        if event.type in (until, "error"):
+            return types, audio
+
+
+def speak(
+    port: int, text: str, seed: int, voice: dict | None = None, **options
+) -> tuple[list[str], np.ndarray]:
+    async def run():
+        async with AsyncTcpClient("127.0.0.1", port) as client:
+            data = {"text": text, "seed": seed, **({"voice": voice} if voice else {}), **options}
+            await client.write_event(Event("synthesize", data))
+            return await answer(client)
+
+    types, audio = asyncio.run(run())
+    return types, np.frombuffer(audio, np.int16)
+
+
+async def describe(client: AsyncTcpClient) -> Info:
+    await client.write_event(Describe().event())
+    return Info.from_event(await asyncio.wait_for(client.read_event(), 30))

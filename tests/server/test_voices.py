@@ -1,18 +1,28 @@
 """The voice library (``omnivoice_rt/voices.py``) on a real folder: what it lists, what it refuses, and
-what it leaves on disk when writes fail or race. Its HTTP and Wyoming doors: tests/server/test_wyoming.py."""
+what it leaves on disk when writes fail or race; then its doors on a real server on 127.0.0.1
+(HTTP's ``/v1/audio/voices``, the page's API and MCP, Wyoming's voices), called with ``httpx``,
+``gradio_client``, the ``mcp`` client and the ``wyoming`` package's ``AsyncTcpClient``."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
 
+import httpx
 import numpy as np
 import pytest
+import soundfile as sf
+from wyoming.client import AsyncTcpClient
 
+from omnivoice_build.equivalence import write_reference
 from omnivoice_rt import voices as voices_module
+from omnivoice_rt.audio.formats import pcm16
+from omnivoice_rt.request import DOOR_PRESET, Request
 from omnivoice_rt.voice_prompt import VoicePrompt
 from omnivoice_rt.voices import BUILTIN, VoiceLibrary
+from tests.server.conftest import LIBRARY_KEY, describe, expected, speak
 
 
 def prompt(frames: int = 50) -> VoicePrompt:
@@ -150,3 +160,258 @@ def test_read_only_library_refuses_writes(tmp_path):
     assert VoiceLibrary().saved() == [] and not VoiceLibrary(None, writable=True).writable
     with pytest.raises(FileNotFoundError, match="no such folder"):
         VoiceLibrary(tmp_path / "missing")
+
+
+# ----------------------------------------------------------------------------- its doors over HTTP
+
+
+@pytest.fixture
+def server(wyoming_server):
+    """The app with its Wyoming door, a writable voice library and an API key (conftest's)."""
+    return wyoming_server
+
+
+@pytest.fixture
+def keyless(keyless_server):
+    """The same app without an API key: the page and MCP may write to its library."""
+    return keyless_server
+
+
+@pytest.fixture
+def runtime(int4_voice):
+    """The library's int4 model, which the server's answers must equal (conftest's, shared)."""
+    return int4_voice
+
+
+def test_voices_added_over_http_are_described_and_used_by_name(server, runtime, voices_dir):
+    url, port, _ = server
+    headers = {"Authorization": f"Bearer {LIBRARY_KEY}"}
+    design = httpx.post(
+        f"{url}/v1/audio/voices",
+        json={"name": "storyteller", "instruct": "male, low pitch", "language": "en"},
+        headers=headers,
+    )
+    assert design.status_code == 201 and design.json()["kind"] == "design", design.text
+    recording = write_reference(str(voices_dir.parent / "mine.wav"), seconds=2.0)
+    with open(recording, "rb") as audio:
+        clone = httpx.post(
+            f"{url}/v1/audio/voices",
+            data={"name": "mine", "transcript": "This is how I sound."},
+            files={"audio": ("mine.wav", audio, "audio/wav")},
+            headers=headers,
+            timeout=120,
+        )
+    assert clone.status_code == 201, clone.text
+    assert (clone.json()["kind"], clone.json()["duration"]) == (
+        "clone",
+        pytest.approx(2.0, abs=0.3),
+    )
+
+    async def run():
+        async with AsyncTcpClient("127.0.0.1", port) as client:
+            return await describe(client)
+
+    voices = {voice.name: voice for voice in asyncio.run(run()).tts[0].voices}
+    assert voices["storyteller"].languages == ["en"] and "mine" in voices
+    _, audio = speak(port, "A story begins.", 3, {"name": "storyteller"})
+    np.testing.assert_array_equal(
+        audio, expected(runtime, "A story begins.", 3, instruct="male, low pitch", language="en")
+    )
+    _, audio = speak(port, "In my own voice.", 4, {"name": "mine"})
+    np.testing.assert_array_equal(
+        audio, expected(runtime, "In my own voice.", 4, voice_prompt=str(voices_dir / "mine.npz"))
+    )
+    # the OpenAI door offers them too, and a removed voice is gone from every door
+    listed = httpx.get(f"{url}/v1/audio/voices", headers=headers).json()["data"]
+    assert {"storyteller", "mine"} <= {voice["id"] for voice in listed}
+    assert httpx.delete(f"{url}/v1/audio/voices/mine", headers=headers).status_code == 200
+    types, _ = speak(port, "Gone?", 1, {"name": "mine"})
+    assert types == ["error"]
+
+
+def test_a_results_voice_is_kept_by_its_id_and_spoken_by_name(server, runtime, voices_dir):
+    """Keep a voice: a speech response's X-Voice-Result, posted to the library under a name, is
+    that result's voice (the runtime's ``Speech.voice_prompt`` of the same request), and a later
+    call by that name, on another door, speaks in it."""
+    url, port, _ = server
+    headers = {"Authorization": f"Bearer {LIBRARY_KEY}"}
+    text = "A voice worth keeping."
+    response = httpx.post(
+        f"{url}/v1/audio/speech",
+        json={"model": "omnivoice", "input": text, "voice": "auto", "seed": 11},
+        headers=headers,
+        timeout=120,
+    )
+    assert response.status_code == 200, response.text
+    result = response.headers["x-voice-result"]
+    kept = httpx.post(
+        f"{url}/v1/audio/voices", json={"name": "kept", "result": result}, headers=headers
+    )
+    assert kept.status_code == 201 and kept.json()["kind"] == "clone", kept.text
+    request = Request.from_options({"text": text, "seed": 11, "normalize_text": True}, DOOR_PRESET)
+    made = next(runtime.stream(request)).voice_prompt()
+    saved = VoicePrompt.load(voices_dir / "kept.npz")
+    np.testing.assert_array_equal(saved.codes, made.codes)
+    assert saved.text == made.text and saved.rms == pytest.approx(made.rms)
+    _, audio = speak(port, "Said again in it.", 5, {"name": "kept"})
+    np.testing.assert_array_equal(
+        audio, expected(runtime, "Said again in it.", 5, voice_prompt=str(voices_dir / "kept.npz"))
+    )
+    again = httpx.post(
+        f"{url}/v1/audio/voices", json={"name": "kept2", "result": "not-a-result"}, headers=headers
+    )
+    assert again.status_code == 404 and again.json()["error"]["param"] == "result"
+    assert "is held here" in again.json()["error"]["message"]
+    both = httpx.post(
+        f"{url}/v1/audio/voices",
+        json={"name": "kept2", "result": result, "instruct": "male"},
+        headers=headers,
+    )
+    assert both.status_code == 400 and "exactly one of" in both.json()["error"]["message"]
+    assert not (voices_dir / "kept2.json").exists()
+    assert httpx.delete(f"{url}/v1/audio/voices/kept", headers=headers).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("form", "status", "words"),
+    [
+        ({"data": {"name": "../../etc/passwd", "instruct": "female"}}, 400, "no spaces or slashes"),
+        ({"data": {"name": "alloy", "instruct": "female"}}, 400, "built-in voice"),
+        ({"data": {"name": "narrator", "instruct": "female"}}, 409, "exists already"),
+        ({"data": {"name": "x", "instruct": "speak warmly"}}, 400, "Valid English items"),
+        ({"data": {"name": "x"}}, 400, "exactly one of"),
+        ({"data": {"name": "x", "colour": "red"}}, 400, "Unknown or repeated field"),
+        (
+            {"data": {"name": "x"}, "files": {"audio": ("x.wav", b"not audio at all" * 100)}},
+            400,
+            "could not read the reference audio",
+        ),
+        (
+            {"data": {"name": "x"}, "files": {"prompt": ("x.npz", b"PK not a prompt")}},
+            400,
+            "not a usable voice prompt",
+        ),
+        (
+            {"data": {"name": "x"}, "files": {"audio": ("x.wav", b"\0" * (21 << 20))}},
+            413,
+            "over 20 MB",
+        ),
+        ({"data": {"name": "x", "transcript": "x"}, "files": "too long"}, 400, "125 s long"),
+        (
+            {"content": b"name=x", "headers": {"content-type": "text/plain"}},
+            415,
+            "multipart/form-data",
+        ),
+    ],
+)
+def test_bad_voice_uploads_are_refused_and_nothing_is_written(
+    server, voices_dir, form, status, words
+):
+    url, _, _ = server
+    if form.get("files") == "too long":
+        long = write_reference(
+            str(voices_dir.parent / "long.wav"), seconds=125, rate=8000, channels=1
+        )
+        form["files"] = {"audio": ("long.wav", open(long, "rb").read())}
+    before = sorted(path.name for path in voices_dir.iterdir())
+    headers = {"Authorization": f"Bearer {LIBRARY_KEY}", **form.pop("headers", {})}
+    response = httpx.post(f"{url}/v1/audio/voices", headers=headers, timeout=120, **form)
+    assert response.status_code == status, response.text
+    assert words in response.json()["error"]["message"]
+    assert sorted(path.name for path in voices_dir.iterdir()) == before
+
+
+def test_voice_writes_need_the_key_and_a_writable_library(server, app_server):
+    url, _, _ = server
+    assert (
+        httpx.post(f"{url}/v1/audio/voices", json={"name": "x", "instruct": "male"}).status_code
+        == 401
+    )
+    assert httpx.delete(f"{url}/v1/audio/voices/narrator").status_code == 401
+    # a server without --voices-writable lists but does not write
+    refused = httpx.post(f"{app_server}/v1/audio/voices", json={"name": "x", "instruct": "male"})
+    assert refused.status_code == 403 and "--voices-writable" in refused.json()["error"]["message"]
+    assert httpx.get(f"{app_server}/v1/audio/voices").json()["data"][0]["id"] == "auto"
+
+
+def test_the_page_api_and_mcp_save_list_and_clone_library_voices(
+    keyless, server, runtime, voices_dir
+):
+    """gradio_client saves a reference into the library (on a server without a key; with one, only
+    the key's door writes) and clones it by name, with a style over it; MCP offers the same tools;
+    Wyoming describes the voice next."""
+    from gradio_client import Client, handle_file
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    reference = write_reference(str(voices_dir.parent / "page.wav"), seconds=2.5)
+    with pytest.raises(Exception, match="with its API key only"):
+        Client(server[0], verbose=False).predict(
+            "keyed-voice",
+            handle_file(reference),
+            "Hi.",
+            "English",
+            "int4",
+            api_name="/save_to_library",
+        )
+    url, port, _ = keyless
+    client = Client(url, verbose=False)
+    line = client.predict(
+        "page-voice",
+        handle_file(reference),
+        "Said on the page.",
+        "English",
+        "int4",
+        api_name="/save_to_library",
+    )
+    assert line.startswith("Saved 'page-voice' in the library")
+    listed = {voice["name"]: voice for voice in client.predict(api_name="/list_voices")}
+    assert listed["page-voice"]["kind"] == "clone" and listed["page-voice"]["language"] == "en"
+    path, _, _ = client.predict(
+        "In the saved voice.",
+        None,
+        "",
+        None,
+        "Auto",
+        "int4",
+        seed=3,
+        randomize_seed=False,
+        instruct="whisper",
+        voice="page-voice",
+        api_name="/clone",
+    )
+
+    made = runtime.generate(
+        Request.from_options(
+            {
+                "text": "In the saved voice.",
+                "seed": 3,
+                "normalize_text": True,
+                "instruct": "whisper",
+                "language": "en",
+                "voice_prompt": str(voices_dir / "page-voice.npz"),
+            },
+            DOOR_PRESET,
+        )
+    )
+    np.testing.assert_array_equal(sf.read(path, dtype="int16")[0], pcm16(made.waveform))
+    with pytest.raises(Exception, match="exists already"):
+        client.predict(
+            "page-voice", handle_file(reference), "", "English", "int4", api_name="/save_to_library"
+        )
+    with pytest.raises(Exception, match="Unknown voice 'nobody'"):
+        client.predict("Hi.", None, "", None, "Auto", "int4", voice="nobody", api_name="/clone")
+
+    async def tools():
+        async with streamablehttp_client(f"{url}/gradio_api/mcp/") as (read, write, _):
+            async with ClientSession(read, write) as mcp:
+                await mcp.initialize()
+                return {tool.name for tool in (await mcp.list_tools()).tools}
+
+    assert {"list_voices", "save_to_library", "clone"} <= asyncio.run(tools())
+
+    async def described():
+        async with AsyncTcpClient("127.0.0.1", port) as wyoming:
+            return await describe(wyoming)
+
+    assert "page-voice" in {voice.name for voice in asyncio.run(described()).tts[0].voices}
