@@ -1,7 +1,11 @@
-"""Hostile input on the public doors: files no honest user makes, each refused with a clear message
-and with bounded memory (measured in a fresh subprocess: its peak resident memory above what it
-had after importing), and the server alive afterwards (a client that leaves:
-test_clients_that_leave.py).
+"""Hostile input, all of it here: files and documents no honest user makes (audio and voice-prompt
+bombs, truncated headers, random bytes, SSML with entities, external files or floods of elements),
+each refused with a clear message, in bounded time and memory (a file's measured in a fresh
+subprocess: its peak resident memory above what it had after importing), read from the parser
+itself and then through the public doors, and the server alive afterwards. Elsewhere, by what they
+judge: bad but honest input, one clear line on every door (test_bad_input.py); a stranger's
+probe of connections, limits and the log (test_hardening.py); planted files and the API key
+(test_security.py); clients that leave (test_clients_that_leave.py).
 
 Bounds (omnivoice_rt/limits.py): a reference file is measured from its header and refused undecoded
 over 120 s; a voice prompt's members are checked from their .npy headers (at most 30 s of codes,
@@ -15,9 +19,12 @@ import json
 import struct
 import subprocess
 import sys
+import time
+import tracemalloc
 import zipfile
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 import soundfile as sf
@@ -27,11 +34,13 @@ from hypothesis import strategies as st
 
 from omnivoice_build.equivalence import write_reference
 from omnivoice_rt.model import OmniVoiceONNX
+from omnivoice_rt.text.markup import MarkupError, parse
 from omnivoice_rt.voice_prompt import VoicePrompt
 from tests.conftest import FIXED, ROOT, running_app
 
 PEAK = """
 import json, resource, sys
+import httpx
 import numpy as np
 from omnivoice_rt.audio.ops import load_audio
 from omnivoice_rt.voice_prompt import VoicePrompt
@@ -164,6 +173,36 @@ def test_a_row_over_the_position_table_is_refused_before_the_model_runs(fp32_voi
         session.run = original
     assert calls == []  # refused before any model call
     assert fp32_voice.generate("word " * 20, num_step=2, seed=0).seconds > 0
+
+
+def test_hostile_ssml_is_refused_in_bounded_time_and_memory(tmp_path):
+    """A "billion laughs" document, an external entity (its file is never read), a parameter
+    entity, deep nesting and a flood of elements: each one line, at once."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the secret")
+    lol = "".join(f'<!ENTITY l{i} "{f"&l{i - 1};" * 10}">' for i in range(1, 10))
+    hostile = [
+        f'<?xml version="1.0"?><!DOCTYPE speak [<!ENTITY l0 "lol">{lol}]><speak>&l9;</speak>',
+        f'<!DOCTYPE speak [<!ENTITY x SYSTEM "file://{secret}">]><speak>&x;</speak>',
+        '<!DOCTYPE speak [<!ENTITY % p SYSTEM "http://127.0.0.1:9/x.dtd"> %p;]><speak>Hi</speak>',
+        '<!DOCTYPE speak SYSTEM "http://127.0.0.1:9/x.dtd"><speak>Hi</speak>',
+    ]
+    for document in hostile:
+        tracemalloc.start()
+        started = time.perf_counter()
+        with pytest.raises(MarkupError) as caught:
+            parse(document)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert time.perf_counter() - started < 1.0 and peak < 1 << 20, document
+        assert "may not declare a DOCTYPE or entities" in str(caught.value)
+        assert "secret" not in str(caught.value)
+    deep = "<speak>" + "<prosody rate='1'>" * 40 + "Hi" + "</prosody>" * 40 + "</speak>"
+    with pytest.raises(MarkupError, match="too large .at most 2000 elements, 32 deep"):
+        parse(deep)
+    flood = "<speak>" + "<s>a</s>" * 2100 + "</speak>"
+    with pytest.raises(MarkupError, match="too large"):
+        parse(flood)
 
 
 # ----------------------------------------------------------------------------- through the server
@@ -330,3 +369,41 @@ def test_a_tokenizer_that_does_not_match_the_model_is_refused(cpu_artifacts, tmp
     ):
         voice.generate("Hello there.", num_step=2)
     assert voice.generate("Hello there", num_step=2, seed=0).seconds > 0
+
+
+def test_hostile_ssml_through_the_door_reads_no_server_file_and_stops_nothing(server, tmp_path):
+    """SSML is parsed before the line, in the door's thread: a billion laughs, an external entity
+    naming a file on the server, and the longest flood of elements the text limit allows are each
+    a 400 naming the input, at once, with nothing of the file in it; /health answers meanwhile."""
+    url, _ = server
+    import concurrent.futures
+
+    secret = tmp_path / "server-secret.txt"
+    secret.write_text("the server's secret")
+    lol = "".join(f'<!ENTITY l{i} "{f"&l{i - 1};" * 10}">' for i in range(1, 10))
+    hostile = [
+        f'<!DOCTYPE speak [<!ENTITY l0 "lol">{lol}]><speak>&l9;</speak>',
+        f'<!DOCTYPE speak [<!ENTITY x SYSTEM "file://{secret}">]><speak>&x;</speak>',
+        "<speak>" + "<s>a</s>" * 1248 + "</speak>",  # 9,999 characters: 1,248 segments
+        "<speak>" + "<prosody rate='1'>" * 40 + "Hi" + "</prosody>" * 40 + "</speak>",
+    ]
+    post = {"url": f"{url}/v1/audio/speech"}
+    body = {"model": "omnivoice", "voice": "alloy"}
+
+    def send(text):
+        started = time.perf_counter()
+        answer = httpx.post(**post, json={**body, "input": text}, timeout=60)
+        return answer, time.perf_counter() - started
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(send, hostile * 2))
+        health = httpx.get(f"{url}/health", timeout=10)
+    assert health.status_code == 200
+    for (answer, took), text in zip(answers, hostile * 2, strict=True):
+        error = answer.json()["error"]
+        assert answer.status_code == 400 and error["param"] == "input", (text[:40], error)
+        assert "secret" not in error["message"] and took < 10, (error, took)
+    messages = [answer.json()["error"]["message"] for answer, _ in answers]
+    assert "may not declare a DOCTYPE or entities" in messages[0] and messages[1] == messages[0]
+    assert "1248 segments between its pauses and tags; the limit is 200" in messages[2]
+    assert "too large (at most 2000 elements, 32 deep)" in messages[3]

@@ -144,43 +144,6 @@ def test_pauses_and_ssml_in_the_input_are_the_librarys(client, runtime):
     assert "<voice> is not supported" in caught.value.body["message"]
 
 
-def test_hostile_ssml_through_the_door_reads_no_server_file_and_stops_nothing(server, tmp_path):
-    """SSML is parsed before the line, in the door's thread: a billion laughs, an external entity
-    naming a file on the server, and the longest flood of elements the text limit allows are each
-    a 400 naming the input, at once, with nothing of the file in it; /health answers meanwhile."""
-    import concurrent.futures
-
-    secret = tmp_path / "server-secret.txt"
-    secret.write_text("the server's secret")
-    lol = "".join(f'<!ENTITY l{i} "{f"&l{i - 1};" * 10}">' for i in range(1, 10))
-    hostile = [
-        f'<!DOCTYPE speak [<!ENTITY l0 "lol">{lol}]><speak>&l9;</speak>',
-        f'<!DOCTYPE speak [<!ENTITY x SYSTEM "file://{secret}">]><speak>&x;</speak>',
-        "<speak>" + "<s>a</s>" * 1248 + "</speak>",  # 9,999 characters: 1,248 segments
-        "<speak>" + "<prosody rate='1'>" * 40 + "Hi" + "</prosody>" * 40 + "</speak>",
-    ]
-    post = {"url": f"{server}/v1/audio/speech", "headers": {"Authorization": f"Bearer {KEY}"}}
-    body = {"model": "omnivoice", "voice": "alloy"}
-
-    def send(text):
-        started = time.perf_counter()
-        answer = httpx.post(**post, json={**body, "input": text}, timeout=60)
-        return answer, time.perf_counter() - started
-
-    with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        answers = list(pool.map(send, hostile * 2))
-        health = httpx.get(f"{server}/health", timeout=10)
-    assert health.status_code == 200
-    for (answer, took), text in zip(answers, hostile * 2, strict=True):
-        error = answer.json()["error"]
-        assert answer.status_code == 400 and error["param"] == "input", (text[:40], error)
-        assert "secret" not in error["message"] and took < 10, (error, took)
-    messages = [answer.json()["error"]["message"] for answer, _ in answers]
-    assert "may not declare a DOCTYPE or entities" in messages[0] and messages[1] == messages[0]
-    assert "1248 segments between its pauses and tags; the limit is 200" in messages[2]
-    assert "too large (at most 2000 elements, 32 deep)" in messages[3]
-
-
 def test_captions_come_as_json_with_the_audio(client, runtime, server):
     """ "captions": true: one JSON object, the whole audio file in base64 and the library's
     captions; over server-sent events the done event carries them."""
