@@ -1,4 +1,4 @@
-"""Numbers read as words for the server: in a worker process of its own, a piece at a time.
+"""Numbers read as words for the server: in a worker process of its own, a text piece at a time.
 
 Reading numbers as words (``omnivoice_rt.text.normalize``) is C++ work (kaldifst) that holds the
 interpreter lock for as long as a piece takes and grows memory with its length: in the server's
