@@ -39,6 +39,10 @@ MAX_PROMPT_FILE_BYTES = 1 << 20  # a voice prompt .npz: 30 s of codes are 48 kB
 MAX_UPLOAD = "20mb"  # any upload to the Space
 # requests waiting for their turn in a server, all doors together; more are turned away
 MAX_WAITING = 32
+# generations under way at once in a server, taking turns on the CPU (server/turns.py): each
+# holds its caches (a balanced clone of a 30 s reference: ~200 MB of keys and values), so four
+# is under a gigabyte beside the model, and lets a newcomer start while three long texts go on
+CONCURRENCY = 4
 # Connections a server holds, each a file descriptor of the 1,024 a process commonly has: past
 # them a newcomer is refused at once (HTTP 503, a Wyoming 'busy' event), and silent ones close.
 MAX_HTTP_CONNECTIONS = 256  # the page, its API, MCP and the OpenAI door

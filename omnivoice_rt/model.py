@@ -189,7 +189,7 @@ class OmniVoiceONNX:
 
     @options_signature
     def generate(
-        self, text: str | Request, *, progress=None, should_stop=None, **options
+        self, text: str | Request, *, progress=None, should_stop=None, boundary=None, **options
     ) -> Speech:
         """Speech for ``text``: a :class:`Request`, or a text with the options of ``OPTIONS`` as keyword
         arguments (``language``, ``instruct``, ``ref_audio`` with ``ref_text`` or ``voice_prompt``,
@@ -197,17 +197,25 @@ class OmniVoiceONNX:
         :class:`GenerationSettings`). ``progress(done, total)`` is told each unmasking step.
 
         ``should_stop()`` is asked after every unmasking step; when it says yes, :class:`Cancelled`
-        is raised there (a server stops the work of a client that went away). Long texts are made
+        is raised there (a server stops the work of a client that went away). ``boundary()`` is
+        called at every point where the work may pause, none much more than a step apart: after
+        each step, before each piece's prompt, before each piece's decode and each segment's
+        post-processing (a server's scheduler gives the CPU to another request there; it may
+        block, and raise to stop the work). Long texts are made
         in ~15 s pieces, joined and post-processed as one waveform, as upstream does; a text's
         pauses (``[pause:1s]``, SSML) split it into segments, each post-processed so, with the
         silences between them exact to the sample. ``Speech.captions`` says where each piece is."""
-        job = self._prepare(as_request(text, options), progress, should_stop)
+        job = self._prepare(as_request(text, options), progress, should_stop, boundary=boundary)
         made = list(self._unmask(job))
         unmasked = time.perf_counter()
-        waves = [self.codec.decode(codes) for _piece, codes in made]
+        waves = []
+        for _piece, codes in made:
+            job.steps.between()
+            waves.append(self.codec.decode(codes))
         decoded = time.perf_counter()
         placed = []  # each segment's waveform and captions
         for segment in range(len(job.silences) - 1):
+            job.steps.between()
             mine = [i for i, (piece, _codes) in enumerate(made) if piece.segment == segment]
             joined = audio_ops.cross_fade([waves[i] for i in mine], self.sample_rate)
             waveform, where = self._post_process(joined, job.ref_rms, job.settings)
@@ -235,6 +243,7 @@ class OmniVoiceONNX:
         sentences: bool = False,
         progress=None,
         should_stop=None,
+        boundary=None,
         **options,
     ) -> Iterator[Speech]:
         """Speech for ``text`` (or a :class:`Request`) as it is made: one :class:`Speech` per piece, ready to play, each
@@ -249,7 +258,7 @@ class OmniVoiceONNX:
         after the first take it as their reference, as long texts do upstream, and prosody can
         break where they join."""
         # Bad input fails here, not at the first piece.
-        job = self._prepare(as_request(text, options), progress, should_stop, sentences)
+        job = self._prepare(as_request(text, options), progress, should_stop, sentences, boundary)
         return self._stream(job)
 
     def _stream(self, request: _Job) -> Iterator[Speech]:
@@ -259,6 +268,7 @@ class OmniVoiceONNX:
             unmasked = time.perf_counter()
             raw = self.codec.decode(codes)
             decoded = time.perf_counter()
+            request.steps.between()
             waveform, where = self._post_process(raw, request.ref_rms, request.settings)
             captions = self._captions([piece], [(0, raw.shape[-1])], where)
             # the seam's silence (or a pause) instead of the leading pad; the trailing pad only
@@ -333,7 +343,9 @@ class OmniVoiceONNX:
                 )
         return captions
 
-    def _prepare(self, request: Request, progress, should_stop, sentences=False) -> _Job:
+    def _prepare(
+        self, request: Request, progress, should_stop, sentences=False, boundary=None
+    ) -> _Job:
         """Plan a checked request: every piece's size is known, and checked, before the model runs."""
         started = time.perf_counter()
         settings, language, instruct = request.settings, request.language, request.instruct
@@ -371,7 +383,9 @@ class OmniVoiceONNX:
             ref_codes=ref_codes,
             ref_rms=voice_prompt.rms if voice_prompt is not None else None,
             rng=np.random.default_rng(request.seed),
-            steps=_StepCounter(progress, settings.num_step * len(plan.pieces), should_stop),
+            steps=_StepCounter(
+                progress, settings.num_step * len(plan.pieces), should_stop, boundary
+            ),
             started=started,
             timings={},
             normalized_text=request.spoken_text if request.normalized else None,
@@ -381,6 +395,7 @@ class OmniVoiceONNX:
         """Each piece of the plan and its codes, in order (a piece may take the first one's codes as its reference)."""
         first = None
         for piece in request.plan:
+            request.steps.between()
             prompt = build_prompt(
                 self.tokenizer,
                 piece.text,
@@ -490,20 +505,38 @@ class _Job:
 
 
 class _StepCounter:
-    """Counts unmasking steps across pieces, reports them to the caller's progress callback, and
-    stops the work when the caller says so."""
+    """Counts unmasking steps across pieces, reports them to the caller's progress callback,
+    stops the work when the caller says so, and calls the caller's ``boundary`` between steps
+    and the other stages (``between``)."""
 
     def __init__(
-        self, progress: Progress | None, total: int, should_stop: Callable[[], bool] | None = None
+        self,
+        progress: Progress | None,
+        total: int,
+        should_stop: Callable[[], bool] | None = None,
+        boundary: Callable[[], None] | None = None,
     ):
         self.progress, self.total, self.done, self.should_stop = progress, total, 0, should_stop
+        self.boundary = boundary
 
     def step(self, _step: int, _num_step: int) -> None:
         self.done += 1
+        self._stop_if_asked()
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+        if self.boundary is not None:
+            self.boundary()
+
+    def between(self) -> None:
+        """A boundary between two stages of the work (a piece's prompt, a decode, a
+        post-processing): the caller may stop it or pause it here."""
+        self._stop_if_asked()
+        if self.boundary is not None:
+            self.boundary()
+
+    def _stop_if_asked(self) -> None:
         if self.should_stop is not None and self.should_stop():
             logger.info("stopped an abandoned synthesis after step %d of %d", self.done, self.total)
             raise Cancelled(
                 f"stopped after step {self.done} of {self.total}: the request was abandoned"
             )
-        if self.progress is not None:
-            self.progress(self.done, self.total)

@@ -7,7 +7,7 @@ Every door builds its request here from the options it was given: the CLI from i
 from a JSONL item, the page, gradio_client and MCP from their fields, the OpenAI door from its
 body. ``OPTIONS`` is the one list of what a request may carry, each option declared once (its
 kind, meaning and bounds: ``Option``); a value it refuses raises ``OptionError`` naming the
-option, which each door reports as its own field (docs/design.md section 7).
+option, which each door reports as its own field (docs/design.md section 8).
 
 Presets (``PRESETS``) bundle the settings that trade exactness for speed; ``best`` is upstream's
 generation, code for code (tests/runtime/test_runtime.py). The others follow ports that measured quality

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from omnivoice_rt.artifacts.profiles import PROFILES
 from omnivoice_rt.limits import (
+    CONCURRENCY,
     DRAIN_S,
     GRACEFUL_STOP_S,
     HEADER_TIMEOUT_S,
@@ -22,6 +23,7 @@ from omnivoice_rt.limits import (
     MAX_WYOMING_CONNECTIONS,
     WYOMING_IDLE_S,
 )
+from omnivoice_rt.server.turns import POLICIES
 
 
 @dataclass(frozen=True)
@@ -111,9 +113,21 @@ FLAGS = (
         "--concurrency",
         "OMNIVOICE_CONCURRENCY",
         int,
-        1,
-        "syntheses at a time (default 1: one uses every core)",
+        CONCURRENCY,
+        f"generations under way at once (default {CONCURRENCY}), each holding its caches in "
+        "memory; they take turns on the CPU (`--turns`), later requests wait in line",
         low=1,
+    ),
+    Flag(
+        "--turns",
+        "OMNIVOICE_TURNS",
+        str,
+        "step",
+        "who computes next among the generations under way (default `step`): `step` hands the "
+        "CPU on at every unmasking step, newcomers and listeners with nothing left to play "
+        "first; `request`: a request computes from its first step to its last, "
+        "`--concurrency` of them side by side (the behaviour before turns)",
+        choices=tuple(POLICIES),
     ),
     Flag(
         "--max-waiting",

@@ -24,6 +24,8 @@ class Line:
     finished request hands its slot straight to the first in line, so nobody overtakes."""
 
     def __init__(self, slots: int, max_waiting: int):
+        if slots < 1:
+            raise ValueError(f"concurrency takes at least 1, not {slots}: one request at a time")
         self.slots, self.max_waiting = slots, max_waiting
         self._free = slots
         self._waiting: deque[threading.Event] = deque()

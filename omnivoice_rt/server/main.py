@@ -131,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             args.threads,
             preload=True,
             concurrency=args.concurrency,
+            turns=args.turns,
             asr_model=args.asr_model,
             max_waiting=args.max_waiting,
             idle_unload=args.idle_unload,

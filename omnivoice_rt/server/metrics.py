@@ -4,13 +4,17 @@
 =========================================  ====================================================
 ``omnivoice_requests_total{door,outcome}``  requests each door ended, by how (:data:`ENDS`)
 ``omnivoice_errors_total{code}``            the same but ``ok``, all doors together
-``omnivoice_line_waiting``, ``_serving``    the line now (read at the scrape)
-``omnivoice_line_wait_seconds``             a request's wait for its turn
-``omnivoice_synthesis_seconds``             a request's time in its turn
+``omnivoice_line_waiting``, ``_serving``    the line now: waiting, and generations under way
+``omnivoice_generations_parked``            generations under way waiting for the CPU now
+``omnivoice_line_wait_seconds``             a request's wait in line to be admitted
+``omnivoice_first_turn_wait_seconds``       from its admission to its first turn on the CPU
+``omnivoice_turn_wait_seconds``             each later wait for the CPU (between steps, pieces)
+``omnivoice_synthesis_seconds``             from its first turn to its end: its turns and its
+                                            waits between them (turns.py) both counted
 ``omnivoice_time_to_first_audio_seconds``   from its arrival (load and line included) to its
                                             first audio: the first piece of a stream, else all
 ``omnivoice_audio_seconds_total``           seconds of audio made
-``omnivoice_real_time_factor``              synthesis seconds / audio seconds, per request
+``omnivoice_real_time_factor``              synthesis seconds (waits included) / audio seconds
 ``omnivoice_model_load_seconds{precision}`` its last load; ``omnivoice_model_loaded``: 1 or 0
 ``omnivoice_model_unloads_total``           idle unloads (``--idle-unload``)
 ``process_resident_memory_bytes``...        the process (``prometheus_client``'s, on Linux)
@@ -87,9 +91,22 @@ class Metrics:
             buckets=(0.01, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300),
             registry=registry,
         )
+        self.first_turn = Histogram(
+            "omnivoice_first_turn_wait_seconds",
+            "Seconds from a request's admission to its first turn on the CPU",
+            buckets=(0.01, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+            registry=registry,
+        )
+        self.turn_wait = Histogram(
+            "omnivoice_turn_wait_seconds",
+            "Seconds a request under way waited for the CPU, each time after its first turn",
+            buckets=(0.01, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+            registry=registry,
+        )
         self.synthesis = Histogram(
             "omnivoice_synthesis_seconds",
-            "Seconds a request spent in its turn (synthesis and its post-processing)",
+            "Seconds from a request's first turn to its end (synthesis, post-processing, and "
+            "its waits for other requests' turns)",
             buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 60, 120, 300, 600),
             registry=registry,
         )
@@ -102,7 +119,8 @@ class Metrics:
         self.audio = Counter("omnivoice_audio_seconds", "Seconds of audio made", registry=registry)
         self.rtf = Histogram(
             "omnivoice_real_time_factor",
-            "A request's synthesis seconds per second of audio (below 1: faster than real time)",
+            "A request's synthesis seconds (its waits for other requests' turns included) per "
+            "second of audio (below 1: faster than real time)",
             buckets=(0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 20),
             registry=registry,
         )
@@ -131,6 +149,10 @@ class Metrics:
         if measured.audio_seconds > 0:
             self.rtf.observe(spent / measured.audio_seconds)
 
+    def waited(self, seconds: float, first: bool) -> None:
+        """A wait for the CPU (``turns.Turns.waited``): the first of a request, or a later one."""
+        (self.first_turn if first else self.turn_wait).observe(seconds)
+
     def scrape(self) -> bytes:
         return generate_latest(self.registry)
 
@@ -146,8 +168,12 @@ class _State:
         line = service.line
         waiting = GaugeMetricFamily("omnivoice_line_waiting", "Requests waiting in line now")
         waiting.add_metric([], line.waiting)
-        serving = GaugeMetricFamily("omnivoice_line_serving", "Requests in their turn now")
+        serving = GaugeMetricFamily("omnivoice_line_serving", "Generations under way now")
         serving.add_metric([], line.serving)
+        parked = GaugeMetricFamily(
+            "omnivoice_generations_parked", "Generations under way waiting for the CPU now"
+        )
+        parked.add_metric([], service.turns.parked)
         loaded = GaugeMetricFamily(
             "omnivoice_model_loaded", "1 where the precision is loaded", labels=["precision"]
         )
@@ -161,15 +187,17 @@ class _State:
             loaded.add_metric([precision], int(precision in models.loaded))
             if precision in models.load_seconds:
                 loads.add_metric([precision], models.load_seconds[precision])
-        yield from (waiting, serving, loaded, loads)
+        yield from (waiting, serving, parked, loaded, loads)
 
 
 class Measured:
     """A voice whose ``generate`` and ``stream`` note the audio they make and when the first
-    of it came; everything else is the voice's own. ``Service.prepared`` hands one to each door."""
+    of it came, and pause at their boundaries for other requests (``generation``, a
+    ``turns.Generation``: its ``boundary``); everything else is the voice's own.
+    ``Service.prepared`` hands one to each door."""
 
-    def __init__(self, voice):
-        self._voice = voice
+    def __init__(self, voice, generation=None):
+        self._voice, self.generation = voice, generation
         self.audio_seconds = 0.0
         self.first_audio: float | None = None  # time.perf_counter() when the first audio came
 
@@ -177,15 +205,20 @@ class Measured:
         return getattr(self._voice, name)
 
     def generate(self, *args, **kwargs):
-        speech = self._voice.generate(*args, **kwargs)
+        speech = self._voice.generate(*args, **self._paused(kwargs))
         self._made(speech)
         return speech
 
     def stream(self, *args, **kwargs):
-        with closing(self._voice.stream(*args, **kwargs)) as pieces:
+        with closing(self._voice.stream(*args, **self._paused(kwargs))) as pieces:
             for piece in pieces:
                 self._made(piece)
                 yield piece
+
+    def _paused(self, kwargs: dict) -> dict:
+        if self.generation is not None:
+            kwargs.setdefault("boundary", self.generation.boundary)
+        return kwargs
 
     def _made(self, speech) -> None:
         if self.first_audio is None:

@@ -48,7 +48,7 @@ from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from omnivoice_rt.limits import MAX_WAITING, UPLOAD_TIMEOUT_S
+from omnivoice_rt.limits import CONCURRENCY, MAX_WAITING, UPLOAD_TIMEOUT_S
 from omnivoice_rt.server.api_errors import ApiError
 from omnivoice_rt.server.voices_api import MAX_VOICE_UPLOAD
 from omnivoice_rt.tools import ray_auth
@@ -100,6 +100,11 @@ class Settings:
     voices_writable: bool = False
     asr_model: str | None = None  # 'none': no recogniser (references need a transcript)
     max_waiting: int = MAX_WAITING  # requests waiting in one replica's line
+    # generations under way in one replica, taking turns on its CPUs (the server's --concurrency
+    # and --turns); Ray's max_ongoing_requests should be at least concurrency, or requests wait
+    # in Ray's queue, where no turn reaches them
+    concurrency: int = CONCURRENCY
+    turns: str = "step"
 
     @classmethod
     def of(cls, args: dict) -> Settings:
@@ -134,6 +139,8 @@ class Model:
             s.threads or (max(1, round(cpus)) if cpus else None),
             asr_model=s.asr_model,
             max_waiting=s.max_waiting,
+            concurrency=s.concurrency,
+            turns=s.turns,
         )
         self.service = Service(config, offered_precisions(config.source))
         self.service.models.get(self.service.models.default)  # a model that cannot load fails here

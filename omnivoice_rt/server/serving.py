@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from omnivoice_rt.limits import MAX_WAITING
+from omnivoice_rt.limits import CONCURRENCY, MAX_WAITING
 from omnivoice_rt.model import OmniVoiceONNX
 from omnivoice_rt.request import (
     DOOR_NORMALIZE_TEXT,
@@ -42,6 +42,7 @@ from omnivoice_rt.server.memory import release_memory
 from omnivoice_rt.server.metrics import Measured, Metrics
 from omnivoice_rt.server.models import Models, Recogniser
 from omnivoice_rt.server.normalizing import TextReader
+from omnivoice_rt.server.turns import Generation, Listener, Turns
 from omnivoice_rt.speech import Speech
 from omnivoice_rt.voice_prompt import VoicePrompt
 
@@ -73,7 +74,9 @@ class Config:
     precision: str | None = None  # None: int4, or fp16 where int4's heads are int4 (Models)
     threads: int | None = None
     preload: bool = False  # load the default precision in the background as the server starts
-    concurrency: int = 1  # syntheses at once; loads and downloads do not take a slot
+    # generations under way at once (their caches in memory); loads and downloads take none
+    concurrency: int = CONCURRENCY
+    turns: str = "step"  # who computes next among them (turns.POLICIES)
     # speech recogniser: folder or Hub repo; None: $OMNIVOICE_ASR_MODEL or whisper-base
     asr_model: str | None = None
     # requests waiting in line, all doors together; more are turned away
@@ -179,11 +182,13 @@ class Service:
         self.config = config
         self.models = Models(config.source, offered, config.precision, config.threads)
         self.line = Line(config.concurrency, config.max_waiting)
+        self.turns = Turns(config.turns)
         self.prompts = PromptCache()
         self.results = KeptVoices()
         self.recogniser = Recogniser(config.asr_model)
         self.reader = TextReader(config.max_waiting)
         self.metrics = Metrics(self)
+        self.turns.waited = self.metrics.waited
         self.stopping = False  # SIGTERM came: no new request (server.lifecycle)
         self.working = 0  # requests between their load and the end of their turn
         self._last_used = time.monotonic()
@@ -197,6 +202,8 @@ class Service:
             "serving": self.line.serving,
             "waiting": self.line.waiting,
             "slots": self.line.slots,
+            "turns": self.turns.policy,
+            "parked": self.turns.parked,  # under way, waiting for the CPU
             "max_waiting": self.line.max_waiting,
             "offered": list(self.models.offered),
             "loaded": sorted(self.models.loaded),
@@ -255,11 +262,14 @@ class Service:
         return lambda text, language: self.reader.normalize(text, language, should_stop)
 
     @contextlib.contextmanager
-    def slot(self, progress=None, on_wait=None, should_stop=None):
-        """A turn in the line: the model work of a request runs inside one, its download and load
-        outside, so a load never holds up requests for a loaded precision. ``on_wait(ahead)`` is
-        told how many are ahead when the request must wait; ``should_stop()`` says that its client
-        went away (it then leaves the line). After the turn, the memory it freed goes back."""
+    def slot(self, progress=None, on_wait=None, should_stop=None, generation=None):
+        """A place in the line, then the CPU: the model work of a request runs inside one, its
+        download and load outside, so a load never holds up requests for a loaded precision.
+        Yields the request's :class:`Generation` (``generation``, or one made here) holding the
+        CPU; it may give it back and take it again inside (``turns.py``), and gives it back at
+        the end. ``on_wait(ahead)`` is told how many are ahead when the request must wait;
+        ``should_stop()`` says that its client went away (it then leaves the line, or its
+        turn). After the turn, the memory it freed goes back."""
 
         def waiting(ahead: int) -> None:
             if progress is not None:
@@ -271,10 +281,13 @@ class Service:
                 on_wait(ahead)
 
         queued = time.perf_counter()
+        generation = generation or self.turns.generation(should_stop=should_stop)
         with self.line.turn(waiting, should_stop):
             self.metrics.line_wait.observe(time.perf_counter() - queued)
             try:
-                yield
+                with generation:
+                    generation.take()
+                    yield generation
             finally:
                 release_memory()
 
@@ -289,6 +302,7 @@ class Service:
         progress=None,
         on_wait=None,
         should_stop=None,
+        listener: Listener | None = None,
     ) -> Iterator[Speech]:
         """The one synthesis call of every door: a checked request made into speech, each piece
         as it is made (``sentences``: a sentence a piece), or (``whole``) the whole result once.
@@ -298,13 +312,17 @@ class Service:
         metadata says whether the reference's encoding was reused (``reused_reference``), and the
         first's the id its voice is kept by (``kept``: None where none is). The turn is held
         until the pieces end or the generator is closed: a door closes it when its client leaves
-        (``contextlib.closing``; from another thread, ``closed``).
+        (``contextlib.closing``; from another thread, ``closed``); the CPU is given back while a
+        piece is with the door (``turns.py``), and ``listener`` (a new one when not given) is
+        told the audio each piece carries, which ranks the request among the others.
         ``should_stop()``: the client went away; the synthesis stops at its next step."""
         told = None
         if progress is not None:
             told = lambda done, total: progress(done / total, desc=f"Step {done}/{total}")  # noqa: E731
-        with self.prepared(precision, request, progress, on_wait, should_stop) as prepared:
+        how = {"progress": progress, "on_wait": on_wait, "should_stop": should_stop}
+        with self.prepared(precision, request, **how, listener=listener) as prepared:
             voice, ready, reused = prepared
+            generation = voice.generation
 
             def pieces() -> Iterator[Speech]:  # closing it closes the voice's stream
                 if whole:
@@ -319,7 +337,10 @@ class Service:
                     piece.metadata["reused_reference"] = reused
                     if n == 0:
                         piece.metadata["kept"] = self.results.add(piece) if keep else None
+                    generation.delivered(piece.seconds)
+                    generation.give()  # the CPU is another's while the door sends the piece
                     yield piece
+                    generation.take()
 
     def synthesized(self, precision: str, request: Request, **how) -> Speech:
         """``speak(whole=True)``'s one result, its turn given back."""
@@ -328,18 +349,29 @@ class Service:
 
     @contextlib.contextmanager
     def prepared(
-        self, precision: str, request: Request, progress=None, on_wait=None, should_stop=None
+        self,
+        precision: str,
+        request: Request,
+        progress=None,
+        on_wait=None,
+        should_stop=None,
+        listener: Listener | None = None,
     ):
         """Load the precision (outside the line), wait for a turn, turn the reference into a voice
         prompt (from the cache, or transcribed and encoded now); yields (voice, request, reused)
-        for the block, which does its work in the turn. ``speak`` is the synthesis of every door
-        on it; a door that holds one turn for several generations (a dub) uses it directly.
+        for the block, which does its work in the turn: the voice's ``generate`` and ``stream``
+        pause at their boundaries for other requests (``turns.py``). ``speak`` is the synthesis
+        of every door on it; a door that holds one turn for several generations (a dub) uses it
+        directly.
         ``should_stop()``: the client went away; the request leaves the line (:class:`Cancelled`)."""
         reference = (request.ref_audio, request.ref_text, request.language)
         arrived = time.perf_counter()
-        with self.reference(precision, *reference, progress, on_wait, should_stop) as ready:
+        generation = self.turns.generation(listener, should_stop)
+        with self.reference(
+            precision, *reference, progress, on_wait, should_stop, generation
+        ) as ready:
             voice, prompt, reused = ready
-            measured, turn = Measured(voice), time.perf_counter()  # for the metrics
+            measured, turn = Measured(voice, generation), time.perf_counter()  # for the metrics
             try:
                 yield measured, request if prompt is None else request.with_prompt(prompt), reused
             finally:
@@ -355,14 +387,16 @@ class Service:
         progress=None,
         on_wait=None,
         should_stop=None,
+        generation: Generation | None = None,
     ):
-        """A turn in the line with ``ref_audio`` (if any) encoded: yields (voice, voice prompt or
-        None, whether it was reused); the speech recogniser is loaded first if it must transcribe."""
+        """A turn in the line (``slot``) with ``ref_audio`` (if any) encoded: yields (voice, voice
+        prompt or None, whether it was reused); the speech recogniser is loaded first if it must
+        transcribe."""
         with self.in_use():  # from the load on: no idle unload
             voice = self.models.get(precision, progress)
             if ref_audio is not None and not (ref_text or "").strip():
                 voice.asr = self.recogniser.get(progress)  # the server's one recogniser
-            with self.slot(progress, on_wait, should_stop):
+            with self.slot(progress, on_wait, should_stop, generation):
                 if ref_audio is None:
                     yield voice, None, False
                 else:

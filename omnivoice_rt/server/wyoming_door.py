@@ -68,6 +68,7 @@ from omnivoice_rt.request import (
 )
 from omnivoice_rt.server.connections import closed_connection, refused_connection
 from omnivoice_rt.server.serving import Service, closed, resolve_seed
+from omnivoice_rt.server.turns import Listener
 from omnivoice_rt.text.chunks import complete_sentences
 from omnivoice_rt.text.durations import estimate_frames
 from omnivoice_rt.text.languages import LANG_IDS, TAG_ALIASES, resolve_language
@@ -265,6 +266,8 @@ class Connection(AsyncEventHandler):
         self.answering = False  # an event is being answered (its speech made)
         self.heard = self.loop.time()  # when the client last sent an event, or was last answered
         self.frame_rate: float | None = None  # the model's codes a second, read as it speaks
+        # what the client was sent and has played: its sentences are one listener's (turns.py)
+        self.listener = Listener()
 
     async def handle_event(self, event: Event) -> bool:  # the base class's; run() is ours
         return True
@@ -454,7 +457,11 @@ class Connection(AsyncEventHandler):
         request = await self.in_thread(build_request, text, voice, options, reader)
         service = self.door.service
         pieces = service.speak(
-            service.models.default, request, sentences=True, should_stop=self.stopped.is_set
+            service.models.default,
+            request,
+            sentences=True,
+            should_stop=self.stopped.is_set,
+            listener=self.listener,
         )
         first = None
         try:

@@ -85,6 +85,7 @@ def wyoming_server(cpu_artifacts, tiny_whisper, voices_dir, tmp_path_factory):
         *("--voices", str(voices_dir), "--voices-writable"),
         *("--wyoming", f"tcp://127.0.0.1:{port}", "--mcp"),
         *("--wyoming-zeroconf", f"omnivoice-test-{port}"),
+        *("--concurrency", "1"),  # the Wyoming tests assert the line's order of arrival
     ]
     with running_app(args, log, HF_HUB_OFFLINE="1", OMNIVOICE_API_KEY=LIBRARY_KEY) as url:
         yield url, port, log

@@ -20,6 +20,7 @@ import soundfile as sf
 from gradio_client import Client
 
 from omnivoice_rt import captions
+from omnivoice_rt.limits import CONCURRENCY
 from omnivoice_rt.model import PRESETS, Speech
 from omnivoice_rt.server.openai_api import OPENAI_VOICES
 from tests.conftest import in_arrival_order, running_app, save_narrator
@@ -51,6 +52,9 @@ def server(cpu_artifacts, tiny_whisper, saved_voices, tmp_path_factory):
         "--voices",
         str(saved_voices),
         "--mcp",
+        # one generation at a time: these tests assert the line's order of arrival (turns among
+        # generations under way: test_turns.py, test_turns_served.py)
+        *("--concurrency", "1"),
     ]
     with running_app(args, log, HF_HUB_OFFLINE="1", OMNIVOICE_API_KEY=KEY) as url:
         yield url
@@ -470,7 +474,10 @@ def test_two_doors_share_one_line_in_order(client, server):
 def test_a_full_line_answers_busy(cpu_artifacts, tmp_path):
     """With no room to wait (--max-waiting 0), a second request while one is served gets 429."""
     with running_app(
-        ["--artifacts", str(cpu_artifacts), "--max-waiting", "0", "--asr-model", "none"],
+        [
+            *("--artifacts", str(cpu_artifacts), "--max-waiting", "0", "--asr-model", "none"),
+            *("--concurrency", "1"),  # one under way, none waiting: the next is busy
+        ],
         tmp_path / "busy.log",
         HF_HUB_OFFLINE="1",
     ) as url:
@@ -522,7 +529,10 @@ def test_without_a_key_the_endpoint_is_open(app_server):
     response = httpx.get(f"{app_server}/v1/audio/voices")
     assert response.status_code == 200 and response.json()["data"][0]["id"] == "auto"
     health = httpx.get(f"{app_server}/health").json()
-    assert health["status"] == "ok" and health["slots"] == 1 and "int4" in health["offered"]
+    assert (
+        health["status"] == "ok" and health["slots"] == CONCURRENCY and "int4" in health["offered"]
+    )
+    assert health["turns"] == "step" and health["parked"] == 0
     assert health["serving"] == 0 and health["waiting"] == 0, health
     # the kernel each loaded LLM multiplies with: fp32, as conftest's OMNIVOICE_MATMUL asks
     assert set(health["kernels"]) == set(health["loaded"])

@@ -5,7 +5,7 @@ option of ``OPTIONS`` (its bound and its slider's range declared there) or one o
 (``PAGE_ONLY``). The handlers' signatures (``signature``), their docstrings, which are the MCP
 tools' descriptions (``docstring``), and the settings' sliders (``settings.py``) are made from
 here; a new option reaches every door, the page included, by its declaration in ``OPTIONS`` and
-its name in ``ENDPOINTS`` (docs/design.md, section 7).
+its name in ``ENDPOINTS`` (docs/design.md, section 8).
 """
 
 from __future__ import annotations

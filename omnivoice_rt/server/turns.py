@@ -1,0 +1,216 @@
+"""Turns on the CPU between the generations under way: who computes next, decided at every
+boundary of the work (after each unmasking step, between a piece's stages), so that one listener
+does not hold everyone else.
+
+The line (``line.py``) admits ``--concurrency`` generations at a time, first come first served;
+each admitted generation is a :class:`Generation` that computes only while it holds the CPU's
+one turn (``take``), gives it back whenever it hands a piece to its door (``give``), and at each
+boundary (``boundary``) goes on or hands the turn to a waiting generation that ranks before it.
+A generation's state is its own, never a thread's: whichever thread calls ``next()`` on its
+pieces takes the turn for it.
+
+The policy (``--turns step``, docs/design.md "Fair turns"): a generation whose listener has no
+audio to play (none yet, or it has played all it was sent) ranks before one whose listener holds
+audio it has not played; among equals, the one that has had the least CPU since its listener
+last got audio (least attained service) goes first; then the one that came first. A newcomer
+therefore gets the CPU at the next boundary, and a long request's next piece waits only while
+its listener has audio buffered. ``--turns request`` is the behaviour before turns: an admitted
+generation computes from its first step to its last without pausing (``--concurrency`` of them
+side by side).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from omnivoice_rt.errors import Cancelled
+
+logger = logging.getLogger(__name__)
+
+POLICIES = {
+    "step": "turns at every boundary: newcomers and listeners with nothing to play go first",
+    "request": "a request computes from its first step to its last (the behaviour before turns)",
+}
+LEAVE_CHECK_S = 0.1  # how often a parked generation checks that its client is still there
+
+
+class Listener:
+    """A client's audio clock: how much audio it was sent and since when, so how much it still
+    has to play (it plays from its first piece on, in real time). A Wyoming connection's
+    sentences share one: its listener is the connection."""
+
+    def __init__(self):
+        self.sent_s = 0.0
+        self.started: float | None = None  # time.monotonic() when its first audio went out
+        self._lock = threading.Lock()
+
+    def sent(self, seconds: float) -> None:
+        with self._lock:
+            if self.started is None:
+                self.started = time.monotonic()
+            self.sent_s += seconds
+
+    def buffered(self) -> float:
+        """Seconds of audio sent and not yet played (0.0 before the first)."""
+        with self._lock:
+            if self.started is None:
+                return 0.0
+            return max(0.0, self.sent_s - (time.monotonic() - self.started))
+
+
+class Generation:
+    """One admitted request's share of the CPU: it computes between ``take`` and ``give`` and
+    pauses at a ``boundary`` when another generation ranks before it (:class:`Turns`).
+    ``should_stop()``: its client went away (a parked generation then leaves, ``Cancelled``)."""
+
+    def __init__(self, turns: Turns, listener: Listener, should_stop: Callable[[], bool] | None):
+        self.turns, self.listener, self.should_stop = turns, listener, should_stop
+        self.order = next(turns.arrivals)  # first come, first served among equals
+        self.attained = 0.0  # CPU seconds since its listener last got audio
+        self.holding = False
+        self.started = False  # it has held the CPU once
+        self.since = 0.0  # time.monotonic() when it last took the CPU
+        self._handed = threading.Event()
+
+    def rank(self) -> tuple:
+        """Smaller goes first: nothing to play, then least attained service, then arrival."""
+        return (self.listener.buffered() > 0.0, self.attained, self.order)
+
+    def take(self) -> None:
+        self.turns.take(self)
+
+    def give(self) -> None:
+        self.turns.give(self)
+
+    def boundary(self) -> None:
+        self.turns.boundary(self)
+
+    def delivered(self, seconds: float) -> None:
+        """A piece of ``seconds`` went to its listener: the service it attained starts again."""
+        self.listener.sent(seconds)
+        self.attained = 0.0
+
+    def __enter__(self) -> Generation:
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        if self.holding:
+            self.give()
+
+
+class Turns:
+    """The CPU's one turn among the admitted generations (``policy``: a key of ``POLICIES``)."""
+
+    def __init__(self, policy: str = "step", waited: Callable[[float, bool], None] | None = None):
+        if policy not in POLICIES:
+            raise ValueError(f"unknown turns policy {policy!r}: one of {', '.join(POLICIES)}")
+        self.policy = policy
+        # told each wait for the CPU: its seconds, and whether it was the generation's first
+        self.waited = waited
+        self.arrivals = itertools.count()
+        self._holder: Generation | None = None
+        self._parked: list[Generation] = []
+        self._lock = threading.Lock()
+
+    @property
+    def parked(self) -> int:
+        """Generations under way waiting for the CPU."""
+        return len(self._parked)
+
+    def generation(
+        self, listener: Listener | None = None, should_stop: Callable[[], bool] | None = None
+    ) -> Generation:
+        return Generation(self, listener or Listener(), should_stop)
+
+    def take(self, generation: Generation) -> None:
+        """Hold the CPU: at once when nobody does, else parked until it is handed over."""
+        if self.policy == "request":
+            generation.holding = True
+            return
+        with self._lock:
+            if self._holder is None:
+                first = not generation.started
+                self._hold(generation)
+            else:
+                generation._handed.clear()
+                self._parked.append(generation)
+                first = None
+        if first is None:
+            self._park(generation)
+        elif first and self.waited is not None:
+            self.waited(0.0, True)  # its first turn came at once
+
+    def give(self, generation: Generation) -> None:
+        """Give the CPU back: to the parked generation that ranks first, or to nobody."""
+        if self.policy == "request":
+            generation.holding = False
+            return
+        with self._lock:
+            self._let_go(generation)
+            self._hand_on()
+
+    def boundary(self, generation: Generation) -> None:
+        """Go on, or hand the CPU to a parked generation that ranks before this one and park."""
+        if self.policy == "request":
+            return
+        with self._lock:
+            if not self._parked:
+                return
+            self._let_go(generation)
+            first = min(self._parked, key=Generation.rank)
+            if first.rank() >= generation.rank():
+                self._hold(generation)
+                return
+            generation._handed.clear()
+            self._parked.append(generation)
+            self._hand_on()
+        self._park(generation)
+
+    # ------------------------------------------------------------------ under the lock
+
+    def _hold(self, generation: Generation) -> None:
+        self._holder, generation.holding, generation.since = generation, True, time.monotonic()
+        generation.started = True
+
+    def _let_go(self, generation: Generation) -> None:
+        if self._holder is generation:
+            generation.attained += time.monotonic() - generation.since
+            self._holder = None
+        generation.holding = False
+
+    def _hand_on(self) -> None:
+        if self._holder is None and self._parked:
+            first = min(self._parked, key=Generation.rank)
+            self._parked.remove(first)
+            self._hold(first)
+            first._handed.set()
+
+    # ------------------------------------------------------------------ parked
+
+    def _park(self, generation: Generation) -> None:
+        """Wait until the CPU is handed over, asking ``should_stop`` every ``LEAVE_CHECK_S``;
+        a generation whose client left leaves (:class:`Cancelled`), handing on what it got."""
+        should_stop, first = generation.should_stop, not generation.started
+        parked = time.monotonic()
+        try:
+            while True:
+                handed = generation._handed.wait(LEAVE_CHECK_S if should_stop else None)
+                if should_stop is not None and should_stop():
+                    logger.info("a parked request left: its client went away")
+                    raise Cancelled("the request was abandoned while it waited for its turn")
+                if handed:
+                    if self.waited is not None:
+                        self.waited(time.monotonic() - parked, first)
+                    return
+        except BaseException:
+            with self._lock:
+                if generation in self._parked:
+                    self._parked.remove(generation)
+                else:  # handed over as it left: on to the next
+                    self._let_go(generation)
+                    self._hand_on()
+            raise

@@ -1,0 +1,156 @@
+"""Turns on the CPU (``omnivoice_rt/server/turns.py``): who computes next among the generations
+under way. Generations here are threads that log what they compute; the order of the log is the
+policy's. The same scheduler under real synthesis: tests/server/test_turns_served.py."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from omnivoice_rt.errors import Cancelled
+from omnivoice_rt.server.turns import Generation, Listener, Turns
+
+
+def work(generation: Generation, name: str, steps: int, log: list, started=None) -> None:
+    """A generation of ``steps`` steps, each logged, with a boundary after each (as
+    ``unmask``'s ``on_step`` calls it)."""
+    with generation:
+        generation.take()
+        if started is not None:
+            started.set()
+        for _ in range(steps):
+            log.append(name)
+            time.sleep(0.002)
+            generation.boundary()
+
+
+def parked(turns: Turns, count: int) -> None:
+    deadline = time.monotonic() + 10
+    while turns.parked < count:
+        assert time.monotonic() < deadline, "the generation never parked"
+        time.sleep(0.001)
+
+
+def test_a_newcomer_computes_at_the_next_boundary_and_finishes_first():
+    turns, log = Turns("step"), []
+    long, started = turns.generation(), threading.Event()
+    first = threading.Thread(target=work, args=(long, "long", 40, log, started))
+    first.start()
+    started.wait(10)
+    while len(log) < 5:  # the long one has had some CPU: it ranks after a newcomer
+        time.sleep(0.001)
+    short = threading.Thread(target=work, args=(turns.generation(), "short", 3, log))
+    short.start()
+    short.join(10)
+    first.join(10)
+    at = log.index("short")
+    assert log[at : at + 3] == ["short"] * 3  # the short one ran to its end at once
+    assert log.count("long") == 40 and log[-1] == "long"
+    assert turns.parked == 0
+
+
+def test_equals_share_the_cpu_step_by_step_in_least_attained_order():
+    """Two generations that both had nothing to play alternate: whoever has had less CPU goes."""
+    turns, log = Turns("step"), []
+    generations = [turns.generation() for _ in range(2)]
+    holder = turns.generation()
+    holder.take()  # both arrive while the CPU is held: they park, in order
+    threads = [
+        threading.Thread(target=work, args=(g, name, 6, log))
+        for g, name in zip(generations, "ab", strict=True)
+    ]
+    for n, thread in enumerate(threads):
+        thread.start()
+        parked(turns, n + 1)
+    holder.give()
+    for thread in threads:
+        thread.join(10)
+    assert log[0] == "a"  # first come among equals
+    assert log.count("a") == log.count("b") == 6
+    switches = sum(1 for x, y in zip(log, log[1:], strict=False) if x != y)
+    assert switches >= 6, log  # they take turns, not one after the other
+
+
+def test_a_listener_with_audio_to_play_waits_for_one_with_none():
+    buffered = Listener()
+    buffered.sent(60.0)  # a minute of audio sent just now: a minute to play
+    turns, log = Turns("step"), []
+    holder = turns.generation()
+    holder.take()
+    streams = [turns.generation(buffered), turns.generation()]
+    threads = [
+        threading.Thread(target=work, args=(g, name, 3, log))
+        for g, name in zip(streams, ("buffered", "hungry"), strict=True)
+    ]
+    for n, thread in enumerate(threads):  # the buffered one came first
+        thread.start()
+        parked(turns, n + 1)
+    holder.give()
+    for thread in threads:
+        thread.join(10)
+    assert log == ["hungry"] * 3 + ["buffered"] * 3
+
+
+def test_a_listener_that_played_all_it_was_sent_ranks_as_a_newcomer():
+    listener = Listener()
+    listener.sent(0.05)
+    time.sleep(0.1)  # played it all
+    assert listener.buffered() == 0.0
+    generation = Turns("step").generation(listener)
+    generation.attained = 0.0
+    assert generation.rank()[0] is False
+
+
+def test_a_parked_generation_whose_client_left_leaves_and_the_cpu_goes_on():
+    turns, log = Turns("step"), []
+    holder = turns.generation()
+    holder.take()
+    gone = threading.Event()
+    leaving = turns.generation(should_stop=gone.is_set)
+    outcome = {}
+
+    def wait():
+        try:
+            leaving.take()
+        except Cancelled as exc:
+            outcome["left"] = str(exc)
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    parked(turns, 1)
+    staying = threading.Thread(target=work, args=(turns.generation(), "stays", 2, log))
+    staying.start()
+    parked(turns, 2)
+    gone.set()
+    thread.join(10)
+    assert "abandoned while it waited" in outcome["left"] and turns.parked == 1
+    holder.give()
+    staying.join(10)
+    assert log == ["stays", "stays"] and turns.parked == 0
+
+
+def test_a_failing_generation_gives_the_cpu_back():
+    turns, log = Turns("step"), []
+    failing = turns.generation()
+    with pytest.raises(RuntimeError), failing:
+        failing.take()
+        raise RuntimeError("post-processing failed")
+    work(turns.generation(), "next", 1, log)  # would wait forever if the CPU were still held
+    assert log == ["next"]
+
+
+def test_request_turns_never_pause():
+    """``--turns request``: a generation computes from its first step to its last."""
+    turns = Turns("request")
+    a, b = turns.generation(), turns.generation()
+    a.take()
+    b.take()  # side by side, as --concurrency slots did before turns
+    a.boundary()
+    assert a.holding and b.holding and turns.parked == 0
+
+
+def test_an_unknown_policy_is_one_clear_error():
+    with pytest.raises(ValueError, match="unknown turns policy 'fair': one of step, request"):
+        Turns("fair")

@@ -1,0 +1,124 @@
+"""Turns under real synthesis: the server's ``Service`` over the tiny int4 model, requests from
+several threads at once as the doors make them. A short request behind a long one finishes
+first, and every request's audio is byte-identical to the same request served alone, whatever
+runs beside it (the scheduler: tests/server/test_turns.py)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from omnivoice_build.equivalence import write_reference
+from omnivoice_rt.request import DOOR_PRESET, Request
+from omnivoice_rt.server.serving import Config, Service
+
+LONG = " ".join(f"This is sentence number {n} of a long text, said slowly." for n in range(10))
+
+
+def request(text: str, seed: int, **options) -> Request:
+    return Request.from_options({"text": text, "seed": seed, **options}, DOOR_PRESET)
+
+
+def audio(service: Service, made: Request, whole: bool, **how) -> np.ndarray:
+    """The request's audio as the door gets it: the whole result, or the pieces joined."""
+    pieces = service.speak("int4", made, whole=whole, sentences=not whole, **how)
+    return np.concatenate([piece.waveform for piece in pieces])
+
+
+@pytest.fixture(scope="module", params=["step", "request"])
+def service(request, cpu_artifacts):
+    return Service(Config(str(cpu_artifacts), "int4", concurrency=8, turns=request.param))
+
+
+def test_a_short_request_behind_a_long_one_finishes_first(cpu_artifacts):
+    service = Service(Config(str(cpu_artifacts), "int4", concurrency=2, turns="step"))
+    long, short = request(LONG, 1, preset="best"), request("Hi there.", 2)
+    alone = {"long": audio(service, long, True), "short": audio(service, short, True)}
+    finished, made, running = [], {}, threading.Event()
+
+    def told(fraction, desc=""):
+        if fraction > 0.1:  # the long one is well under way
+            running.set()
+
+    def run(name, which, **how):
+        made[name] = audio(service, which, True, **how)
+        finished.append(name)
+
+    first = threading.Thread(target=run, args=("long", long), kwargs={"progress": told})
+    first.start()
+    assert running.wait(60)
+    run("short", short)
+    first.join(120)
+    assert finished == ["short", "long"]
+    for name, waveform in made.items():
+        np.testing.assert_array_equal(waveform, alone[name], err_msg=name)
+    # /metrics: the long one waited for the CPU after its first turn; every request had a first
+    counts = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(service.metrics.scrape().decode())
+        for sample in family.samples
+        if sample.name.endswith("_count")
+    }
+    assert counts["omnivoice_turn_wait_seconds_count"] >= 1
+    assert counts["omnivoice_first_turn_wait_seconds_count"] == 4
+    assert counts["omnivoice_synthesis_seconds_count"] == 4
+
+
+def test_six_requests_of_every_kind_together_each_equal_to_alone(service, tmp_path):
+    """Auto voice, a design, a clone from a recording, a saved voice; one word to ten sentences;
+    best, balanced and turbo; streamed and whole: started together with fixed seeds, each
+    result equal to its request alone."""
+    recording = write_reference(str(tmp_path / "me.wav"), seconds=2.0)
+    saved = tmp_path / "saved.npz"
+    service.models.get("int4").create_voice_prompt(recording, "How I sound.").save(saved)
+    kinds = {
+        "word, auto, balanced, streamed": (request("Hello.", 3), False),
+        "ten sentences, design, best, whole": (
+            request(LONG, 4, instruct="female, low pitch", preset="best"),
+            True,
+        ),
+        "clone, turbo, streamed": (
+            request(
+                "A cloned voice, two sentences. Here is the second.",
+                5,
+                ref_audio=recording,
+                ref_text="How I sound.",
+                preset="turbo",
+            ),
+            False,
+        ),
+        "saved voice, balanced, whole": (
+            request("Spoken in a saved voice.", 6, voice_prompt=str(saved)),
+            True,
+        ),
+        "three sentences, auto, best, streamed": (
+            request("One sentence. Another one here. And a third.", 7, preset="best"),
+            False,
+        ),
+        "design, turbo, whole": (
+            request("Short and quick.", 8, instruct="male", preset="turbo"),
+            True,
+        ),
+    }
+    alone = {name: audio(service, made, whole) for name, (made, whole) in kinds.items()}
+    together, errors, start = {}, [], threading.Barrier(len(kinds))
+
+    def run(name, made, whole):
+        start.wait()
+        try:
+            together[name] = audio(service, made, whole)
+        except Exception as exc:  # noqa: BLE001 - reported below, with its request
+            errors.append((name, exc))
+
+    threads = [threading.Thread(target=run, args=(n, *kind)) for n, kind in kinds.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    assert not errors, errors
+    for name in kinds:
+        np.testing.assert_array_equal(together[name], alone[name], err_msg=name)
+    assert service.turns.parked == 0 and service.line.serving == 0
