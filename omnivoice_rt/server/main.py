@@ -74,9 +74,11 @@ def build_server(
     if config.idle_unload:
         lifecycle.IdleUnloader(service, config.idle_unload).start()
     demo = build_demo(config, service, library, keyed=bool(api_key))
-    # Gradio's queue lets requests through to the one line (which turns away the surplus), with
-    # room beside it for requests that are downloading or loading another precision.
-    workers = config.concurrency + len(PROFILES)
+    # Gradio's queue lets every request through to the one line, which admits --concurrency,
+    # keeps --max-waiting in order and turns away the surplus (Busy): its limit applies per
+    # event listener, and a request held there would be out of the line's and the turns' reach.
+    # Its threads stay bounded by Gradio's own limit (max_threads, 40).
+    workers = config.concurrency + config.max_waiting + len(PROFILES)
     demo.queue(default_concurrency_limit=workers, max_size=workers + config.max_waiting)
     server = gr.mount_gradio_app(
         server,

@@ -251,9 +251,10 @@ class Service:
 
     def stop(self) -> None:
         """SIGTERM: take no new request (the line turns newcomers away, ``errors.Stopping``);
-        those under way go on."""
+        those under way go on, the oldest first."""
         self.stopping = True
         self.line.close()
+        self.turns.draining = True  # the oldest under way finish first
         logger.info("stopping: no new request; %d under way", self.working)
 
     def normalizer(self, should_stop=None):

@@ -77,7 +77,10 @@ class Generation:
         self._handed = threading.Event()
 
     def rank(self) -> tuple:
-        """Smaller goes first: nothing to play, then least attained service, then arrival."""
+        """Smaller goes first: nothing to play, then least attained service, then arrival; when
+        the server is stopping (``Turns.draining``), arrival alone: the oldest finish first."""
+        if self.turns.draining:
+            return (False, 0.0, self.order)
         return (self.listener.buffered() > 0.0, self.attained, self.order)
 
     def take(self) -> None:
@@ -111,6 +114,7 @@ class Turns:
         self.policy = policy
         # told each wait for the CPU: its seconds, and whether it was the generation's first
         self.waited = waited
+        self.draining = False  # SIGTERM came: those under way finish oldest first
         self.arrivals = itertools.count()
         self._holder: Generation | None = None
         self._parked: list[Generation] = []

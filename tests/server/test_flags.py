@@ -85,6 +85,8 @@ def test_a_value_comes_from_the_flag_else_the_environment_else_the_default(monke
             "GRADIO_SERVER_PORT='http' (--port) is not a whole number",
         ),
         ([], {"OMNIVOICE_PRECISION": "int3"}, "OMNIVOICE_PRECISION='int3' (--precision): one of"),
+        (["--turns", "fair"], {}, "argument --turns: invalid choice: 'fair'"),
+        ([], {"OMNIVOICE_TURNS": "fair"}, "OMNIVOICE_TURNS='fair' (--turns): one of step, request"),
         (["--wyoming-zeroconf"], {}, "--wyoming-zeroconf advertises the Wyoming door"),
         (["--voices-writable"], {}, "--voices-writable needs --voices DIR"),
     ],

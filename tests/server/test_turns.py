@@ -154,3 +154,24 @@ def test_request_turns_never_pause():
 def test_an_unknown_policy_is_one_clear_error():
     with pytest.raises(ValueError, match="unknown turns policy 'fair': one of step, request"):
         Turns("fair")
+
+
+def test_when_the_server_stops_the_oldest_under_way_finish_first():
+    """SIGTERM's drain (``Service.stop``): arrival alone decides, whatever each has had."""
+    turns, log = Turns("step"), []
+    old, new = turns.generation(), turns.generation()
+    old.attained = 30.0  # it has had much more CPU than the newcomer
+    holder = turns.generation()
+    holder.take()
+    threads = [
+        threading.Thread(target=work, args=(g, name, 3, log))
+        for g, name in ((new, "new"), (old, "old"))
+    ]
+    for n, thread in enumerate(threads):
+        thread.start()
+        parked(turns, n + 1)
+    turns.draining = True
+    holder.give()
+    for thread in threads:
+        thread.join(10)
+    assert log == ["old"] * 3 + ["new"] * 3
