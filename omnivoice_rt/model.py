@@ -261,25 +261,25 @@ class OmniVoiceONNX:
         job = self._prepare(as_request(text, options), progress, should_stop, sentences, boundary)
         return self._stream(job)
 
-    def _stream(self, request: _Job) -> Iterator[Speech]:
-        count = len(request.plan)
+    def _stream(self, job: _Job) -> Iterator[Speech]:
+        count = len(job.plan)
         segment = -1
-        for index, (piece, codes) in enumerate(self._unmask(request)):
+        for index, (piece, codes) in enumerate(self._unmask(job)):
             unmasked = time.perf_counter()
             raw = self.codec.decode(codes)
             decoded = time.perf_counter()
-            request.steps.between()
-            waveform, where = self._post_process(raw, request.ref_rms, request.settings)
+            job.steps.between()
+            waveform, where = self._post_process(raw, job.ref_rms, job.settings)
             captions = self._captions([piece], [(0, raw.shape[-1])], where)
             # the seam's silence (or a pause) instead of the leading pad; the trailing pad only
             # after the last piece (or the pause asked there)
-            before = self._gap(request, piece.segment) if piece.segment != segment else None
+            before = self._gap(job, piece.segment) if piece.segment != segment else None
             before = self._seam if before is None and index > 0 else before
-            after = self._gap(request, -1) if index == count - 1 else 0
-            waveform, captions = self._between(waveform[0], captions, before, after, request)
+            after = self._gap(job, -1) if index == count - 1 else 0
+            waveform, captions = self._between(waveform[0], captions, before, after, job)
             segment = piece.segment
             timings = {"decode": decoded - unmasked, "postprocess": time.perf_counter() - decoded}
-            speech = self._speech(waveform, [codes], request, timings, captions)
+            speech = self._speech(waveform, [codes], job, timings, captions)
             speech.texts = [piece.text]
             # "pieces": the older name of "pieces_in_request", kept for those who read it
             speech.metadata.update(
@@ -391,11 +391,11 @@ class OmniVoiceONNX:
             normalized_text=request.spoken_text if request.normalized else None,
         )
 
-    def _unmask(self, request: _Job) -> Iterator[tuple[Piece, np.ndarray]]:
+    def _unmask(self, job: _Job) -> Iterator[tuple[Piece, np.ndarray]]:
         """Each piece of the plan and its codes, in order (a piece may take the first one's codes as its reference)."""
         first = None
-        for piece in request.plan:
-            request.steps.between()
+        for piece in job.plan:
+            job.steps.between()
             prompt = build_prompt(
                 self.tokenizer,
                 piece.text,
@@ -403,20 +403,20 @@ class OmniVoiceONNX:
                 num_codebooks=self.num_codebooks,
                 mask_id=self.mask_id,
                 ref_text=piece.ref_text,
-                ref_codes=first if piece.ref_from_first else request.ref_codes,
+                ref_codes=first if piece.ref_from_first else job.ref_codes,
                 language=piece.language,
-                instruct=request.instruct,
-                denoise=request.settings.denoise,
+                instruct=job.instruct,
+                denoise=job.settings.denoise,
             )
-            forward = self.forward_for(prompt, request.settings, request.timings)
+            forward = self.forward_for(prompt, job.settings, job.timings)
             codes = unmask(
                 forward,
                 self.num_codebooks,
                 piece.frames,
                 self.mask_id,
-                request.settings,
-                request.rng,
-                request.steps.step,
+                job.settings,
+                job.rng,
+                job.steps.step,
             )
             first = codes if first is None else first
             yield piece, codes
@@ -425,29 +425,29 @@ class OmniVoiceONNX:
         self,
         waveform: np.ndarray,
         chunks: list[np.ndarray],
-        request: _Job,
+        job: _Job,
         timings: dict,
         captions: list[Caption],
     ) -> Speech:
         """A result with what it took: this part's timings, the model's so far, the time since the request."""
         speech = Speech(waveform, self.sample_rate, chunks, captions=captions)
-        total = time.perf_counter() - request.started
+        total = time.perf_counter() - job.started
         speech.metadata = {
             "frames": int(sum(c.shape[1] for c in chunks)),
             "pieces_in_result": len(chunks),
             "chunks": len(chunks),  # the older name of "pieces_in_result"
-            "steps": request.settings.num_step * len(chunks),
+            "steps": job.settings.num_step * len(chunks),
             "seconds": speech.seconds,
             "precision": self.precision,
             "timings": {
                 **timings,
                 "total": total,
-                **{f"model.{k}": v for k, v in request.timings.items()},
+                **{f"model.{k}": v for k, v in job.timings.items()},
             },
             "rtf": total / max(speech.seconds, 1e-9),
         }
-        if request.normalized_text is not None:
-            speech.metadata["normalized_text"] = request.normalized_text
+        if job.normalized_text is not None:
+            speech.metadata["normalized_text"] = job.normalized_text
         return speech
 
     def _post_process(
