@@ -122,3 +122,73 @@ def test_six_requests_of_every_kind_together_each_equal_to_alone(service, tmp_pa
     for name in kinds:
         np.testing.assert_array_equal(together[name], alone[name], err_msg=name)
     assert service.turns.parked == 0 and service.line.serving == 0
+
+
+def test_a_request_that_fails_midway_fails_alone(tmp_path, cpu_artifacts):
+    """One poisoned request among four (a reference that is no audio, found in its turn, as it
+    is encoded): it fails with its own clear error, the CPU goes on, and the other three finish
+    with the audio they have alone."""
+    service = Service(Config(str(cpu_artifacts), "int4", concurrency=4, turns="step"))
+    junk = tmp_path / "junk.wav"
+    junk.write_bytes(b"RIFF" + b"\0" * 400)
+    kinds = {
+        "first": request("The first of four requests. It has two sentences.", 11),
+        "poisoned": request("Spoken in no voice at all.", 12, ref_audio=str(junk), ref_text="Hi."),
+        "third": request("A third request, in a design.", 13, instruct="female"),
+        "fourth": request("And the fourth one.", 14, preset="turbo"),
+    }
+    healthy = [name for name in kinds if name != "poisoned"]
+    alone = {name: audio(service, kinds[name], False) for name in healthy}
+    together, errors, start = {}, {}, threading.Barrier(len(kinds))
+
+    def run(name):
+        start.wait()
+        try:
+            together[name] = audio(service, kinds[name], False)
+        except Exception as exc:  # noqa: BLE001 - the poisoned one's, checked below
+            errors[name] = exc
+
+    threads = [threading.Thread(target=run, args=(name,)) for name in kinds]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    assert list(errors) == ["poisoned"] and isinstance(errors["poisoned"], ValueError)
+    assert "reference audio" in str(errors["poisoned"]), errors["poisoned"]
+    for name in healthy:
+        np.testing.assert_array_equal(together[name], alone[name], err_msg=name)
+    assert service.turns.parked == 0 and service.line.serving == 0
+
+
+def test_a_client_that_leaves_while_parked_frees_its_place(cpu_artifacts):
+    """A long request parked behind a newcomer (which holds the CPU) whose client goes away
+    leaves at once, with Cancelled, while the newcomer still computes; its place goes back."""
+    from omnivoice_rt.errors import Cancelled
+
+    service = Service(Config(str(cpu_artifacts), "int4", concurrency=2, turns="step"))
+    gone, outcome, running = threading.Event(), {}, threading.Event()
+
+    def long_told(fraction, desc=""):
+        running.set()
+
+    def leaving():
+        try:
+            made = request(LONG, 21, preset="best")
+            audio(service, made, True, progress=long_told, should_stop=gone.is_set)
+        except Cancelled as exc:
+            outcome["left"] = str(exc)
+
+    thread = threading.Thread(target=leaving)
+    thread.start()
+    assert running.wait(60)
+
+    def newcomer_told(fraction, desc=""):
+        if not gone.is_set():  # the newcomer holds the CPU: the long one is parked
+            gone.set()
+            thread.join(30)
+            outcome["left_while_parked"] = not thread.is_alive()
+
+    audio(service, request("Hello there.", 22), True, progress=newcomer_told)
+    assert outcome["left_while_parked"], outcome
+    assert "abandoned while it waited for its turn" in outcome["left"]
+    assert service.line.serving == 0 and service.turns.parked == 0
