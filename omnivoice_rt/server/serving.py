@@ -338,8 +338,8 @@ class Service:
                     piece.metadata["reused_reference"] = reused
                     if n == 0:
                         piece.metadata["kept"] = self.results.add(piece) if keep else None
-                    generation.delivered(piece.seconds)
                     generation.give()  # the CPU is another's while the door sends the piece
+                    generation.delivered(piece.seconds)
                     yield piece
                     generation.take()
 
