@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import json
 import statistics
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import openai
@@ -168,10 +170,14 @@ def run_policy(policy: str, args, library: Path, log_dir: Path) -> dict:
     if policy == "request":
         serve += ["--concurrency", str(args.request_concurrency)]
     serve += ["--voices", str(library), *args.server_args]
-    with running_app(serve, log_dir / f"{policy}.log", HF_HUB_OFFLINE="1") as url:
+    env = {"HF_HUB_OFFLINE": "1", "OMNIVOICE_MATMUL": args.matmul}  # not the tests' fp32
+    with running_app(serve, log_dir / f"{policy}.log", **env) as url:
         memory = PeakMemory(url)
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=900)
         listen(client, SHORT, "narrator", None, args.preset)  # warm: loads, first calls
+        with urllib.request.urlopen(f"{url}/health") as health:
+            kernels = json.load(health)["kernels"]
+        print(f"{policy}: kernels {kernels}", flush=True)
         figures = {"hol": head_of_line(client, args.preset)}
         for n in args.clients:
             figures[f"c{n}"] = crowd(client, n, args.seconds, args.preset)
@@ -190,7 +196,7 @@ def machine() -> str:
 
 
 def report(results: dict[str, list[dict]], args) -> None:
-    print(f"machine: {machine()}; preset {args.preset}; rounds {args.rounds}")
+    print(f"machine: {machine()}; preset {args.preset}; kernel {args.matmul}; rounds {args.rounds}")
     line = []
     for policy, rounds in results.items():
         hol = statistics.median(r["hol"]["ratio"] for r in rounds)
@@ -225,6 +231,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="audio each client asks for")
     parser.add_argument("--rounds", type=int, default=1, help="each policy in turn, this often")
     parser.add_argument("--preset", default="balanced")
+    parser.add_argument("--matmul", default="auto", help="the LLM's kernel (OMNIVOICE_MATMUL)")
     parser.add_argument(
         "--request-concurrency", type=int, default=1, help="--concurrency of --turns request"
     )
