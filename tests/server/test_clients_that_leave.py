@@ -5,6 +5,7 @@ test_hardening.py.)"""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -97,13 +98,17 @@ def test_a_client_that_leaves_mid_stream_stops_the_piece_being_made(server):
 
 
 def test_clients_that_leave_while_waiting_leave_the_line(server):
-    """One request is served (its client holds the stream); ten wait, then give up. They leave
-    the line at once: a newcomer finds only the one being served ahead of it."""
+    """Every place under way is held (``--concurrency`` streams whose clients hold them); ten
+    more wait, then give up. They leave the line at once: a newcomer finds only the ones being
+    served ahead of it."""
     url, _, log = server
     since = log_lines(log)
-    with streamed_long_text(url) as served:
-        chunks = served.iter_raw()
-        next(chunks)
+    slots = httpx.get(f"{url}/health").json()["slots"]
+    with contextlib.ExitStack() as held:
+        streams = [held.enter_context(streamed_long_text(url)) for _ in range(slots)]
+        chunks = [stream.iter_raw() for stream in streams]
+        for each in chunks:
+            next(each)
 
         def leave():
             with pytest.raises(httpx.TimeoutException):
@@ -124,10 +129,11 @@ def test_clients_that_leave_while_waiting_leave_the_line(server):
             target=lambda: result.update(r=speech(url, "Now me.", 120, model="tts-1"))
         )
         newcomer.start()
-        rest = b"".join(chunks)  # the served one goes on to its end
+        rest = b"".join(chunks[0])  # the first served one goes on to its end: a place frees
         newcomer.join(120)
     assert len(rest) > 0
-    assert result["r"].status_code == 200 and result["r"].headers["x-queue-ahead"] == "1"
+    assert result["r"].status_code == 200
+    assert result["r"].headers["x-queue-ahead"] == str(slots)
 
 
 def test_a_client_that_leaves_while_sending_its_body_is_one_line_of_the_log(server):
