@@ -197,25 +197,28 @@ class OmniVoiceONNX:
         :class:`GenerationSettings`). ``progress(done, total)`` is told each unmasking step.
 
         ``should_stop()`` is asked after every unmasking step; when it says yes, :class:`Cancelled`
-        is raised there (a server stops the work of a client that went away). ``boundary()`` is
-        called at every point where the work may pause, none much more than a step apart: after
-        each step, before each piece's prompt, before each piece's decode and each segment's
-        post-processing (a server's scheduler gives the CPU to another request there; it may
-        block, and raise to stop the work). Long texts are made
+        is raised there (a server stops the work of a client that went away). ``boundary(left)``
+        is called at every point where the work may pause, none much more than a step apart:
+        after each step, before each piece's prompt, before each piece's decode and each
+        segment's post-processing (a server's scheduler gives the CPU to another request there;
+        it may block, and raise to stop the work); ``left`` is the work left before the call's
+        next result (the next piece of ``stream``, the whole of ``generate``) in frame-steps,
+        each unmasking step counting the target frames it runs over. Long texts are made
         in ~15 s pieces, joined and post-processed as one waveform, as upstream does; a text's
         pauses (``[pause:1s]``, SSML) split it into segments, each post-processed so, with the
         silences between them exact to the sample. ``Speech.captions`` says where each piece is."""
         job = self._prepare(as_request(text, options), progress, should_stop, boundary=boundary)
+        job.steps.whole = True  # the work left before a result is all of it
         made = list(self._unmask(job))
         unmasked = time.perf_counter()
         waves = []
         for _piece, codes in made:
-            job.steps.between()
+            job.steps.between(0.0)
             waves.append(self.codec.decode(codes))
         decoded = time.perf_counter()
         placed = []  # each segment's waveform and captions
         for segment in range(len(job.silences) - 1):
-            job.steps.between()
+            job.steps.between(0.0)
             mine = [i for i, (piece, _codes) in enumerate(made) if piece.segment == segment]
             joined = audio_ops.cross_fade([waves[i] for i in mine], self.sample_rate)
             waveform, where = self._post_process(joined, job.ref_rms, job.settings)
@@ -268,7 +271,7 @@ class OmniVoiceONNX:
             unmasked = time.perf_counter()
             raw = self.codec.decode(codes)
             decoded = time.perf_counter()
-            job.steps.between()
+            job.steps.between(0.0)
             waveform, where = self._post_process(raw, job.ref_rms, job.settings)
             captions = self._captions([piece], [(0, raw.shape[-1])], where)
             # the seam's silence (or a pause) instead of the leading pad; the trailing pad only
@@ -384,7 +387,11 @@ class OmniVoiceONNX:
             ref_rms=voice_prompt.rms if voice_prompt is not None else None,
             rng=np.random.default_rng(request.seed),
             steps=_StepCounter(
-                progress, settings.num_step * len(plan.pieces), should_stop, boundary
+                progress,
+                settings.num_step,
+                [piece.frames for piece in plan.pieces],
+                should_stop,
+                boundary,
             ),
             started=started,
             timings={},
@@ -394,8 +401,8 @@ class OmniVoiceONNX:
     def _unmask(self, job: _Job) -> Iterator[tuple[Piece, np.ndarray]]:
         """Each piece of the plan and its codes, in order (a piece may take the first one's codes as its reference)."""
         first = None
-        for piece in job.plan:
-            job.steps.between()
+        for index, piece in enumerate(job.plan):
+            job.steps.start(index)
             prompt = build_prompt(
                 self.tokenizer,
                 piece.text,
@@ -506,18 +513,27 @@ class _Job:
 
 class _StepCounter:
     """Counts unmasking steps across pieces, reports them to the caller's progress callback,
-    stops the work when the caller says so, and calls the caller's ``boundary`` between steps
-    and the other stages (``between``)."""
+    stops the work when the caller says so, and calls the caller's ``boundary(left)`` between
+    steps and the other stages (``between``), with the work left before the next result."""
 
     def __init__(
         self,
         progress: Progress | None,
-        total: int,
+        num_step: int,
+        frames: list[int],
         should_stop: Callable[[], bool] | None = None,
-        boundary: Callable[[], None] | None = None,
+        boundary: Callable[[float], None] | None = None,
     ):
-        self.progress, self.total, self.done, self.should_stop = progress, total, 0, should_stop
+        self.progress, self.total, self.done = progress, num_step * len(frames), 0
+        self.num_step, self.frames, self.should_stop = num_step, frames, should_stop
         self.boundary = boundary
+        self.piece = 0  # the piece being unmasked
+        self.whole = False  # generate: the next result is the whole; stream: the next piece
+
+    def start(self, piece: int) -> None:
+        """Piece ``piece`` is about to be unmasked: a boundary before its prompt."""
+        self.piece = piece
+        self.between()
 
     def step(self, _step: int, _num_step: int) -> None:
         self.done += 1
@@ -525,14 +541,24 @@ class _StepCounter:
         if self.progress is not None:
             self.progress(self.done, self.total)
         if self.boundary is not None:
-            self.boundary()
+            self.boundary(self.left())
 
-    def between(self) -> None:
+    def between(self, left: float | None = None) -> None:
         """A boundary between two stages of the work (a piece's prompt, a decode, a
-        post-processing): the caller may stop it or pause it here."""
+        post-processing; ``left``: the work left, where not the unmasking's): the caller may
+        stop it or pause it here."""
         self._stop_if_asked()
         if self.boundary is not None:
-            self.boundary()
+            self.boundary(self.left() if left is None else left)
+
+    def left(self) -> float:
+        """Frame-steps left before the next result: the current piece's remaining steps over
+        its frames, and with ``whole`` every later piece's."""
+        in_piece = self.done - self.piece * self.num_step
+        left = (self.num_step - in_piece) * self.frames[self.piece]
+        if self.whole:
+            left += self.num_step * sum(self.frames[self.piece + 1 :])
+        return float(left)
 
     def _stop_if_asked(self) -> None:
         if self.should_stop is not None and self.should_stop():

@@ -11,12 +11,15 @@ pieces takes the turn for it.
 
 The policy (``--turns step``, docs/design.md "Fair turns"): a generation whose listener has no
 audio to play (none yet, or it has played all it was sent) ranks before one whose listener holds
-audio it has not played; among equals, the one that has had the least CPU since its listener
-last got audio (least attained service) goes first; then the one that came first. A newcomer
-therefore gets the CPU at the next boundary, and a long request's next piece waits only while
-its listener has audio buffered. ``--turns request`` is the behaviour before turns: an admitted
-generation computes from its first step to its last without pausing (``--concurrency`` of them
-side by side).
+audio it has not played; among equals, the one with the least work left before its next audio
+goes first (the runtime says how much at every boundary: shortest remaining work, so a newcomer's
+short text overtakes a long piece and equals finish one after the other instead of sharing the
+CPU until all are late); then the one that came first. A newcomer gets the CPU at the next
+boundary, and a long request's next piece waits only while its listener has audio buffered.
+``--turns las`` ranks equals by the least CPU had since their last audio instead (least attained
+service, which shares the CPU among equals); ``--turns request`` is the behaviour before turns:
+an admitted generation computes from its first step to its last without pausing
+(``--concurrency`` of them side by side).
 """
 
 from __future__ import annotations
@@ -32,7 +35,10 @@ from omnivoice_rt.errors import Cancelled
 logger = logging.getLogger(__name__)
 
 POLICIES = {
-    "step": "turns at every boundary: newcomers and listeners with nothing to play go first",
+    "step": "turns at every boundary: listeners with nothing to play first, then the least work "
+    "left before their next audio",
+    "las": "turns at every boundary: listeners with nothing to play first, then the least CPU "
+    "had since their last audio (least attained service)",
     "request": "a request computes from its first step to its last (the behaviour before turns)",
 }
 LEAVE_CHECK_S = 0.1  # how often a parked generation checks that its client is still there
@@ -71,17 +77,22 @@ class Generation:
         self.turns, self.listener, self.should_stop = turns, listener, should_stop
         self.order = next(turns.arrivals)  # first come, first served among equals
         self.attained = 0.0  # CPU seconds since its listener last got audio
+        # the work left before its next audio, as its last boundary said (runtime frame-steps);
+        # 0 before its first: a newcomer computes until it can say
+        self.left = 0.0
         self.holding = False
         self.started = False  # it has held the CPU once
         self.since = 0.0  # time.monotonic() when it last took the CPU
         self._handed = threading.Event()
 
     def rank(self) -> tuple:
-        """Smaller goes first: nothing to play, then least attained service, then arrival; when
-        the server is stopping (``Turns.draining``), arrival alone: the oldest finish first."""
+        """Smaller goes first: nothing to play, then the least work left before its next audio
+        (``las``: the least CPU had since its last), then arrival; when the server is stopping
+        (``Turns.draining``), arrival alone: the oldest finish first."""
         if self.turns.draining:
             return (False, 0.0, self.order)
-        return (self.listener.buffered() > 0.0, self.attained, self.order)
+        work = self.attained if self.turns.policy == "las" else self.left
+        return (self.listener.buffered() > 0.0, work, self.order)
 
     def take(self) -> None:
         self.turns.take(self)
@@ -89,7 +100,9 @@ class Generation:
     def give(self) -> None:
         self.turns.give(self)
 
-    def boundary(self) -> None:
+    def boundary(self, left: float = 0.0) -> None:
+        """The runtime's ``boundary(left)``: go on, or park for one that ranks before it."""
+        self.left = left
         self.turns.boundary(self)
 
     def delivered(self, seconds: float) -> None:

@@ -86,7 +86,11 @@ def test_a_value_comes_from_the_flag_else_the_environment_else_the_default(monke
         ),
         ([], {"OMNIVOICE_PRECISION": "int3"}, "OMNIVOICE_PRECISION='int3' (--precision): one of"),
         (["--turns", "fair"], {}, "argument --turns: invalid choice: 'fair'"),
-        ([], {"OMNIVOICE_TURNS": "fair"}, "OMNIVOICE_TURNS='fair' (--turns): one of step, request"),
+        (
+            [],
+            {"OMNIVOICE_TURNS": "fair"},
+            "OMNIVOICE_TURNS='fair' (--turns): one of step, las, request",
+        ),
         (["--wyoming-zeroconf"], {}, "--wyoming-zeroconf advertises the Wyoming door"),
         (["--voices-writable"], {}, "--voices-writable needs --voices DIR"),
     ],

@@ -14,16 +14,16 @@ from omnivoice_rt.server.turns import Generation, Listener, Turns
 
 
 def work(generation: Generation, name: str, steps: int, log: list, started=None) -> None:
-    """A generation of ``steps`` steps, each logged, with a boundary after each (as
-    ``unmask``'s ``on_step`` calls it)."""
+    """A generation of ``steps`` equal steps, each logged, with a boundary after each saying
+    the steps left (as the runtime's ``boundary(left)`` does, in its frame-steps)."""
     with generation:
         generation.take()
         if started is not None:
             started.set()
-        for _ in range(steps):
+        for n in range(steps):
             log.append(name)
             time.sleep(0.002)
-            generation.boundary()
+            generation.boundary(float(steps - n - 1))
 
 
 def parked(turns: Turns, count: int) -> None:
@@ -51,9 +51,32 @@ def test_a_newcomer_computes_at_the_next_boundary_and_finishes_first():
     assert turns.parked == 0
 
 
-def test_equals_share_the_cpu_step_by_step_in_least_attained_order():
-    """Two generations that both had nothing to play alternate: whoever has had less CPU goes."""
+def test_equals_finish_one_after_the_other():
+    """Two equal generations that both had nothing to play: the first to come runs to its end
+    once both have said their work (shortest work left first), instead of sharing the CPU until
+    both are late."""
     turns, log = Turns("step"), []
+    generations = [turns.generation() for _ in range(2)]
+    holder = turns.generation()
+    holder.take()  # both arrive while the CPU is held: they park, in order
+    threads = [
+        threading.Thread(target=work, args=(g, name, 6, log))
+        for g, name in zip(generations, "ab", strict=True)
+    ]
+    for n, thread in enumerate(threads):
+        thread.start()
+        parked(turns, n + 1)
+    holder.give()
+    for thread in threads:
+        thread.join(10)
+    # a's first step, b's first (it had said nothing yet), then a to its end, then b
+    assert log == ["a", "b"] + ["a"] * 5 + ["b"] * 5, log
+
+
+def test_least_attained_service_shares_the_cpu_among_equals():
+    """``--turns las``: two generations that both had nothing to play alternate: whoever has
+    had less CPU goes."""
+    turns, log = Turns("las"), []
     generations = [turns.generation() for _ in range(2)]
     holder = turns.generation()
     holder.take()  # both arrive while the CPU is held: they park, in order
@@ -152,7 +175,7 @@ def test_request_turns_never_pause():
 
 
 def test_an_unknown_policy_is_one_clear_error():
-    with pytest.raises(ValueError, match="unknown turns policy 'fair': one of step, request"):
+    with pytest.raises(ValueError, match="unknown turns policy 'fair': one of step, las, request"):
         Turns("fair")
 
 
