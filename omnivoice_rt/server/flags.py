@@ -125,9 +125,9 @@ FLAGS = (
         "step",
         "who computes next among the generations under way (default `step`): `step` hands the "
         "CPU on at every unmasking step, listeners with nothing left to play first, then the "
-        "least work left before their next audio; `las`: the same turns, then the least CPU "
-        "had since their last audio; `request`: a request computes from its first step to its "
-        "last, `--concurrency` of them side by side (the behaviour before turns)",
+        "least CPU had since their last audio; `shortest`: the same turns, then the least work "
+        "left before their next audio; `request`: a request computes from its first step to "
+        "its last, `--concurrency` of them side by side (the behaviour before turns)",
         choices=tuple(POLICIES),
     ),
     Flag(

@@ -9,16 +9,15 @@ boundary (``boundary``) goes on or hands the turn to a waiting generation that r
 A generation's state is its own, never a thread's: whichever thread calls ``next()`` on its
 pieces takes the turn for it.
 
-The policy (``--turns step``, docs/design.md "Fair turns"): a generation whose listener has no
-audio to play (none yet, or it has played all it was sent) ranks before one whose listener holds
-audio it has not played; among equals, the one with the least work left before its next audio
-goes first (the runtime says how much at every boundary: shortest remaining work, so a newcomer's
-short text overtakes a long piece and equals finish one after the other instead of sharing the
-CPU until all are late); then the one that came first. A newcomer gets the CPU at the next
-boundary, and a long request's next piece waits only while its listener has audio buffered.
-``--turns las`` ranks equals by the least CPU had since their last audio instead (least attained
-service, which shares the CPU among equals); ``--turns request`` is the behaviour before turns:
-an admitted generation computes from its first step to its last without pausing
+The policy (``--turns step``, docs/design.md "Fair turns", chosen by measurement): a generation
+whose listener has no audio to play (none yet, or it has played all it was sent) ranks before one
+whose listener holds audio it has not played; among equals, the one that has had the least CPU
+since its listener last got audio (least attained service) goes first; then the one that came
+first. A newcomer gets the CPU at the next boundary, and a long request's next piece waits only
+while its listener has audio buffered. ``--turns shortest`` ranks equals by the least work left
+before their next audio instead (the runtime says how much at every boundary): better medians,
+but a long piece starves behind a stream of short ones. ``--turns request`` is the behaviour
+before turns: an admitted generation computes from its first step to its last without pausing
 (``--concurrency`` of them side by side).
 """
 
@@ -35,10 +34,10 @@ from omnivoice_rt.errors import Cancelled
 logger = logging.getLogger(__name__)
 
 POLICIES = {
-    "step": "turns at every boundary: listeners with nothing to play first, then the least work "
-    "left before their next audio",
-    "las": "turns at every boundary: listeners with nothing to play first, then the least CPU "
+    "step": "turns at every boundary: listeners with nothing to play first, then the least CPU "
     "had since their last audio (least attained service)",
+    "shortest": "turns at every boundary: listeners with nothing to play first, then the least "
+    "work left before their next audio (shortest remaining work)",
     "request": "a request computes from its first step to its last (the behaviour before turns)",
 }
 LEAVE_CHECK_S = 0.1  # how often a parked generation checks that its client is still there
@@ -86,12 +85,12 @@ class Generation:
         self._handed = threading.Event()
 
     def rank(self) -> tuple:
-        """Smaller goes first: nothing to play, then the least work left before its next audio
-        (``las``: the least CPU had since its last), then arrival; when the server is stopping
-        (``Turns.draining``), arrival alone: the oldest finish first."""
+        """Smaller goes first: nothing to play, then the least CPU had since its last audio
+        (``shortest``: the least work left before its next), then arrival; when the server is
+        stopping (``Turns.draining``), arrival alone: the oldest finish first."""
         if self.turns.draining:
             return (False, 0.0, self.order)
-        work = self.attained if self.turns.policy == "las" else self.left
+        work = self.left if self.turns.policy == "shortest" else self.attained
         return (self.listener.buffered() > 0.0, work, self.order)
 
     def take(self) -> None:

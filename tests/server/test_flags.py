@@ -89,7 +89,7 @@ def test_a_value_comes_from_the_flag_else_the_environment_else_the_default(monke
         (
             [],
             {"OMNIVOICE_TURNS": "fair"},
-            "OMNIVOICE_TURNS='fair' (--turns): one of step, las, request",
+            "OMNIVOICE_TURNS='fair' (--turns): one of step, shortest, request",
         ),
         (["--wyoming-zeroconf"], {}, "--wyoming-zeroconf advertises the Wyoming door"),
         (["--voices-writable"], {}, "--voices-writable needs --voices DIR"),

@@ -33,13 +33,14 @@ def parked(turns: Turns, count: int) -> None:
         time.sleep(0.001)
 
 
-def test_a_newcomer_computes_at_the_next_boundary_and_finishes_first():
-    turns, log = Turns("step"), []
+@pytest.mark.parametrize("policy", ["step", "shortest"])
+def test_a_newcomer_computes_at_the_next_boundary_and_finishes_first(policy):
+    turns, log = Turns(policy), []
     long, started = turns.generation(), threading.Event()
-    first = threading.Thread(target=work, args=(long, "long", 40, log, started))
+    first = threading.Thread(target=work, args=(long, "long", 60, log, started))
     first.start()
     started.wait(10)
-    while len(log) < 5:  # the long one has had some CPU: it ranks after a newcomer
+    while len(log) < 20:  # the long one has had CPU and has work left: a newcomer goes first
         time.sleep(0.001)
     short = threading.Thread(target=work, args=(turns.generation(), "short", 3, log))
     short.start()
@@ -47,15 +48,14 @@ def test_a_newcomer_computes_at_the_next_boundary_and_finishes_first():
     first.join(10)
     at = log.index("short")
     assert log[at : at + 3] == ["short"] * 3  # the short one ran to its end at once
-    assert log.count("long") == 40 and log[-1] == "long"
+    assert log.count("long") == 60 and log[-1] == "long"
     assert turns.parked == 0
 
 
-def test_equals_finish_one_after_the_other():
-    """Two equal generations that both had nothing to play: the first to come runs to its end
-    once both have said their work (shortest work left first), instead of sharing the CPU until
-    both are late."""
-    turns, log = Turns("step"), []
+def test_shortest_work_left_finishes_equals_one_after_the_other():
+    """``--turns shortest``: two equal generations that both had nothing to play: the first to
+    come runs to its end once both have said their work, instead of sharing the CPU."""
+    turns, log = Turns("shortest"), []
     generations = [turns.generation() for _ in range(2)]
     holder = turns.generation()
     holder.take()  # both arrive while the CPU is held: they park, in order
@@ -74,9 +74,9 @@ def test_equals_finish_one_after_the_other():
 
 
 def test_least_attained_service_shares_the_cpu_among_equals():
-    """``--turns las``: two generations that both had nothing to play alternate: whoever has
+    """``--turns step``: two generations that both had nothing to play alternate: whoever has
     had less CPU goes."""
-    turns, log = Turns("las"), []
+    turns, log = Turns("step"), []
     generations = [turns.generation() for _ in range(2)]
     holder = turns.generation()
     holder.take()  # both arrive while the CPU is held: they park, in order
@@ -175,7 +175,9 @@ def test_request_turns_never_pause():
 
 
 def test_an_unknown_policy_is_one_clear_error():
-    with pytest.raises(ValueError, match="unknown turns policy 'fair': one of step, las, request"):
+    with pytest.raises(
+        ValueError, match="unknown turns policy 'fair': one of step, shortest, request"
+    ):
         Turns("fair")
 
 
