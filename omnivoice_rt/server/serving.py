@@ -340,8 +340,7 @@ class Service:
                         piece.metadata["kept"] = self.results.add(piece) if keep else None
                     generation.give()  # the CPU is another's while the door sends the piece
                     generation.delivered(piece.seconds)
-                    yield piece
-                    generation.take()
+                    yield piece  # the next piece takes the CPU at its first boundary
 
     def synthesized(self, precision: str, request: Request, **how) -> Speech:
         """``speak(whole=True)``'s one result, its turn given back."""

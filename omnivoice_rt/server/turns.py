@@ -4,8 +4,9 @@ does not hold everyone else.
 
 The line (``line.py``) admits ``--concurrency`` generations at a time, first come first served;
 each admitted generation is a :class:`Generation` that computes only while it holds the CPU's
-one turn (``take``), gives it back whenever it hands a piece to its door (``give``), and at each
-boundary (``boundary``) goes on or hands the turn to a waiting generation that ranks before it.
+one turn (``take``), gives it back whenever it hands a piece to its door (``give``, taking it
+again at its next boundary), and at each boundary (``boundary``) goes on or hands the turn to a
+waiting generation that ranks before it.
 A generation's state is its own, never a thread's: whichever thread calls ``next()`` on its
 pieces takes the turn for it.
 
@@ -170,8 +171,14 @@ class Turns:
             self._hand_on()
 
     def boundary(self, generation: Generation) -> None:
-        """Go on, or hand the CPU to a parked generation that ranks before this one and park."""
+        """Go on, or hand the CPU to a parked generation that ranks before this one and park; a
+        generation that gave the CPU back (its door had a piece to send) takes it here, at the
+        first boundary of its next piece, so that a stream's end, which computes nothing, never
+        waits for a turn."""
         if self.policy == "request":
+            return
+        if not generation.holding:
+            self.take(generation)
             return
         with self._lock:
             if not self._parked:
