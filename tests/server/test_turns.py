@@ -200,3 +200,24 @@ def test_when_the_server_stops_the_oldest_under_way_finish_first():
     for thread in threads:
         thread.join(10)
     assert log == ["old"] * 3 + ["new"] * 3
+
+
+def test_a_stream_that_gave_the_cpu_back_takes_it_at_its_next_boundary():
+    """Between pieces a stream holds no CPU (its door sends one); its end computes nothing and
+    waits for nobody, and its next piece takes the CPU at its first boundary, in turn."""
+    turns = Turns("step")
+    stream, other = turns.generation(), turns.generation()
+    stream.take()
+    stream.give()  # a piece went to the door
+    other.take()  # someone else computes meanwhile
+    with stream:  # the stream's end: nothing to compute, no wait
+        pass
+    assert other.holding and turns.parked == 0
+    resumed = threading.Thread(target=stream.boundary, args=(10.0,))
+    resumed.start()  # its next piece's first boundary: it waits for the CPU
+    parked(turns, 1)
+    assert not stream.holding
+    other.give()
+    resumed.join(10)
+    assert stream.holding and not resumed.is_alive()
+    stream.give()
