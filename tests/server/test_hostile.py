@@ -15,6 +15,7 @@ checked against the LLM's position table (4,096 on the tiny fixture) before the 
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import struct
 import subprocess
@@ -175,15 +176,30 @@ def test_a_row_over_the_position_table_is_refused_before_the_model_runs(fp32_voi
     assert fp32_voice.generate("word " * 20, num_step=2, seed=0).seconds > 0
 
 
+# SSML no honest user writes: nine entities of ten each (a billion "lol"s), elements 40 deep
+LAUGHS = "".join(f'<!ENTITY l{i} "{f"&l{i - 1};" * 10}">' for i in range(1, 10))
+BILLION_LAUGHS = f'<!DOCTYPE speak [<!ENTITY l0 "lol">{LAUGHS}]><speak>&l9;</speak>'
+DEEP = "<speak>" + "<prosody rate='1'>" * 40 + "Hi" + "</prosody>" * 40 + "</speak>"
+
+
+def secret_file(folder: Path) -> Path:
+    """A file no answer may quote: its text has the word "secret"."""
+    secret = folder / "server-secret.txt"
+    secret.write_text("the server's secret")
+    return secret
+
+
+def external_entity(path: Path) -> str:
+    """SSML whose entity names a file of the server."""
+    return f'<!DOCTYPE speak [<!ENTITY x SYSTEM "file://{path}">]><speak>&x;</speak>'
+
+
 def test_hostile_ssml_is_refused_in_bounded_time_and_memory(tmp_path):
     """A "billion laughs" document, an external entity (its file is never read), a parameter
     entity, deep nesting and a flood of elements: each one line, at once."""
-    secret = tmp_path / "secret.txt"
-    secret.write_text("the secret")
-    lol = "".join(f'<!ENTITY l{i} "{f"&l{i - 1};" * 10}">' for i in range(1, 10))
     hostile = [
-        f'<?xml version="1.0"?><!DOCTYPE speak [<!ENTITY l0 "lol">{lol}]><speak>&l9;</speak>',
-        f'<!DOCTYPE speak [<!ENTITY x SYSTEM "file://{secret}">]><speak>&x;</speak>',
+        f'<?xml version="1.0"?>{BILLION_LAUGHS}',
+        external_entity(secret_file(tmp_path)),
         '<!DOCTYPE speak [<!ENTITY % p SYSTEM "http://127.0.0.1:9/x.dtd"> %p;]><speak>Hi</speak>',
         '<!DOCTYPE speak SYSTEM "http://127.0.0.1:9/x.dtd"><speak>Hi</speak>',
     ]
@@ -197,9 +213,8 @@ def test_hostile_ssml_is_refused_in_bounded_time_and_memory(tmp_path):
         assert time.perf_counter() - started < 1.0 and peak < 1 << 20, document
         assert "may not declare a DOCTYPE or entities" in str(caught.value)
         assert "secret" not in str(caught.value)
-    deep = "<speak>" + "<prosody rate='1'>" * 40 + "Hi" + "</prosody>" * 40 + "</speak>"
     with pytest.raises(MarkupError, match="too large .at most 2000 elements, 32 deep"):
-        parse(deep)
+        parse(DEEP)
     flood = "<speak>" + "<s>a</s>" * 2100 + "</speak>"
     with pytest.raises(MarkupError, match="too large"):
         parse(flood)
@@ -376,16 +391,11 @@ def test_hostile_ssml_through_the_door_reads_no_server_file_and_stops_nothing(se
     naming a file on the server, and the longest flood of elements the text limit allows are each
     a 400 naming the input, at once, with nothing of the file in it; /health answers meanwhile."""
     url, _ = server
-    import concurrent.futures
-
-    secret = tmp_path / "server-secret.txt"
-    secret.write_text("the server's secret")
-    lol = "".join(f'<!ENTITY l{i} "{f"&l{i - 1};" * 10}">' for i in range(1, 10))
     hostile = [
-        f'<!DOCTYPE speak [<!ENTITY l0 "lol">{lol}]><speak>&l9;</speak>',
-        f'<!DOCTYPE speak [<!ENTITY x SYSTEM "file://{secret}">]><speak>&x;</speak>',
+        BILLION_LAUGHS,
+        external_entity(secret_file(tmp_path)),
         "<speak>" + "<s>a</s>" * 1248 + "</speak>",  # 9,999 characters: 1,248 segments
-        "<speak>" + "<prosody rate='1'>" * 40 + "Hi" + "</prosody>" * 40 + "</speak>",
+        DEEP,
     ]
     post = {"url": f"{url}/v1/audio/speech"}
     body = {"model": "omnivoice", "voice": "alloy"}

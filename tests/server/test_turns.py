@@ -33,6 +33,25 @@ def parked(turns: Turns, count: int) -> None:
         time.sleep(0.001)
 
 
+def behind_a_holder(turns: Turns, arriving: dict, steps: int) -> list:
+    """The generations of ``arriving`` (name: generation) come in that order while the CPU is
+    held, park, and compute ``steps`` steps each once it is given back: the order they computed
+    in."""
+    log, holder = [], turns.generation()
+    holder.take()
+    threads = [
+        threading.Thread(target=work, args=(generation, name, steps, log))
+        for name, generation in arriving.items()
+    ]
+    for n, thread in enumerate(threads):
+        thread.start()
+        parked(turns, n + 1)
+    holder.give()
+    for thread in threads:
+        thread.join(10)
+    return log
+
+
 @pytest.mark.parametrize("policy", ["step", "shortest"])
 def test_a_newcomer_computes_at_the_next_boundary_and_finishes_first(policy):
     turns, log = Turns(policy), []
@@ -55,20 +74,8 @@ def test_a_newcomer_computes_at_the_next_boundary_and_finishes_first(policy):
 def test_shortest_work_left_finishes_equals_one_after_the_other():
     """``--turns shortest``: two equal generations that both had nothing to play: the first to
     come runs to its end once both have said their work, instead of sharing the CPU."""
-    turns, log = Turns("shortest"), []
-    generations = [turns.generation() for _ in range(2)]
-    holder = turns.generation()
-    holder.take()  # both arrive while the CPU is held: they park, in order
-    threads = [
-        threading.Thread(target=work, args=(g, name, 6, log))
-        for g, name in zip(generations, "ab", strict=True)
-    ]
-    for n, thread in enumerate(threads):
-        thread.start()
-        parked(turns, n + 1)
-    holder.give()
-    for thread in threads:
-        thread.join(10)
+    turns = Turns("shortest")
+    log = behind_a_holder(turns, {"a": turns.generation(), "b": turns.generation()}, 6)
     # a's first step, b's first (it had said nothing yet), then a to its end, then b
     assert log == ["a", "b"] + ["a"] * 5 + ["b"] * 5, log
 
@@ -76,20 +83,8 @@ def test_shortest_work_left_finishes_equals_one_after_the_other():
 def test_least_attained_service_shares_the_cpu_among_equals():
     """``--turns step``: two generations that both had nothing to play alternate: whoever has
     had less CPU goes."""
-    turns, log = Turns("step"), []
-    generations = [turns.generation() for _ in range(2)]
-    holder = turns.generation()
-    holder.take()  # both arrive while the CPU is held: they park, in order
-    threads = [
-        threading.Thread(target=work, args=(g, name, 6, log))
-        for g, name in zip(generations, "ab", strict=True)
-    ]
-    for n, thread in enumerate(threads):
-        thread.start()
-        parked(turns, n + 1)
-    holder.give()
-    for thread in threads:
-        thread.join(10)
+    turns = Turns("step")
+    log = behind_a_holder(turns, {"a": turns.generation(), "b": turns.generation()}, 6)
     assert log[0] == "a"  # first come among equals
     assert log.count("a") == log.count("b") == 6
     switches = sum(1 for x, y in zip(log, log[1:], strict=False) if x != y)
@@ -99,20 +94,9 @@ def test_least_attained_service_shares_the_cpu_among_equals():
 def test_a_listener_with_audio_to_play_waits_for_one_with_none():
     buffered = Listener()
     buffered.sent(60.0)  # a minute of audio sent just now: a minute to play
-    turns, log = Turns("step"), []
-    holder = turns.generation()
-    holder.take()
-    streams = [turns.generation(buffered), turns.generation()]
-    threads = [
-        threading.Thread(target=work, args=(g, name, 3, log))
-        for g, name in zip(streams, ("buffered", "hungry"), strict=True)
-    ]
-    for n, thread in enumerate(threads):  # the buffered one came first
-        thread.start()
-        parked(turns, n + 1)
-    holder.give()
-    for thread in threads:
-        thread.join(10)
+    turns = Turns("step")
+    streams = {"buffered": turns.generation(buffered), "hungry": turns.generation()}
+    log = behind_a_holder(turns, streams, 3)  # the buffered one came first
     assert log == ["hungry"] * 3 + ["buffered"] * 3
 
 
@@ -183,22 +167,11 @@ def test_an_unknown_policy_is_one_clear_error():
 
 def test_when_the_server_stops_the_oldest_under_way_finish_first():
     """SIGTERM's drain (``Service.stop``): arrival alone decides, whatever each has had."""
-    turns, log = Turns("step"), []
+    turns = Turns("step")
     old, new = turns.generation(), turns.generation()
     old.attained = 30.0  # it has had much more CPU than the newcomer
-    holder = turns.generation()
-    holder.take()
-    threads = [
-        threading.Thread(target=work, args=(g, name, 3, log))
-        for g, name in ((new, "new"), (old, "old"))
-    ]
-    for n, thread in enumerate(threads):
-        thread.start()
-        parked(turns, n + 1)
     turns.draining = True
-    holder.give()
-    for thread in threads:
-        thread.join(10)
+    log = behind_a_holder(turns, {"new": new, "old": old}, 3)
     assert log == ["old"] * 3 + ["new"] * 3
 
 
