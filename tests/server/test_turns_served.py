@@ -192,3 +192,49 @@ def test_a_client_that_leaves_while_parked_frees_its_place(cpu_artifacts):
     assert outcome["left_while_parked"], outcome
     assert "abandoned while it waited for its turn" in outcome["left"]
     assert service.line.serving == 0 and service.turns.parked == 0
+
+
+def test_every_door_through_the_turns_gives_the_audio_it_gives_alone(app_server):
+    """The server as it starts (``--turns step``, ``--concurrency 4``): the OpenAI door streamed
+    by sentence and whole, and the page's API, all at once, each answer byte-identical to the
+    same request through the same door alone."""
+    import httpx
+    import soundfile as sf
+    from gradio_client import Client
+
+    from tests.conftest import FIXED
+
+    def openai(text: str, seed: int, sentences: bool) -> bytes:
+        body = {"model": "omnivoice", "voice": "auto", "input": text, "seed": seed}
+        body |= {"response_format": "pcm", "sentences": sentences}
+        answer = httpx.post(f"{app_server}/v1/audio/speech", json=body, timeout=300)
+        assert answer.status_code == 200, answer.text
+        return answer.content
+
+    def page(text: str, seed: int) -> bytes:
+        settings = {**FIXED, "seed": seed}
+        path, _, _ = Client(app_server, verbose=False).predict(
+            text, "English", "", "int4", **settings, api_name="/synthesize"
+        )
+        return sf.read(path, dtype="int16")[0].tobytes()
+
+    calls = {
+        "openai, ten sentences by sentence": (openai, LONG, 31, True),
+        "openai, two sentences whole": (openai, "Two sentences here. And the second.", 32, False),
+        "page, a word": (page, "Hello.", 33),
+        "page, a sentence": (page, "A sentence through the page.", 34),
+    }
+    alone = {name: door(*args) for name, (door, *args) in calls.items()}
+    together, start = {}, threading.Barrier(len(calls))
+
+    def run(name, door, *args):
+        start.wait()
+        together[name] = door(*args)
+
+    threads = [threading.Thread(target=run, args=(n, *call)) for n, call in calls.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    for name in calls:
+        assert together[name] == alone[name], name
