@@ -23,7 +23,7 @@ from omnivoice_rt.limits import (
     MAX_WYOMING_CONNECTIONS,
     WYOMING_IDLE_S,
 )
-from omnivoice_rt.server.turns import POLICIES
+from omnivoice_rt.server.turns import POLICIES, TURNS
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ FLAGS = (
         "--turns",
         "OMNIVOICE_TURNS",
         str,
-        "step",
+        TURNS,
         "who computes next among the generations under way (default `step`): `step` hands the "
         "CPU on at every unmasking step, listeners with nothing left to play first, then the "
         "least CPU had since their last audio; `shortest`: the same turns, then the least work "

@@ -50,6 +50,7 @@ from starlette.responses import Response
 
 from omnivoice_rt.limits import CONCURRENCY, MAX_WAITING, UPLOAD_TIMEOUT_S
 from omnivoice_rt.server.api_errors import ApiError
+from omnivoice_rt.server.turns import TURNS
 from omnivoice_rt.server.voices_api import MAX_VOICE_UPLOAD
 from omnivoice_rt.tools import ray_auth
 
@@ -104,7 +105,7 @@ class Settings:
     # and --turns); Ray's max_ongoing_requests should be at least concurrency, or requests wait
     # in Ray's queue, where no turn reaches them
     concurrency: int = CONCURRENCY
-    turns: str = "step"
+    turns: str = TURNS
 
     @classmethod
     def of(cls, args: dict) -> Settings:

@@ -42,7 +42,7 @@ from omnivoice_rt.server.memory import release_memory
 from omnivoice_rt.server.metrics import Measured, Metrics
 from omnivoice_rt.server.models import Models, Recogniser
 from omnivoice_rt.server.normalizing import TextReader
-from omnivoice_rt.server.turns import Generation, Listener, Turns
+from omnivoice_rt.server.turns import TURNS, Generation, Listener, Turns
 from omnivoice_rt.speech import Speech
 from omnivoice_rt.voice_prompt import VoicePrompt
 
@@ -76,7 +76,7 @@ class Config:
     preload: bool = False  # load the default precision in the background as the server starts
     # generations under way at once (their caches in memory); loads and downloads take none
     concurrency: int = CONCURRENCY
-    turns: str = "step"  # who computes next among them (turns.POLICIES)
+    turns: str = TURNS  # who computes next among them (turns.POLICIES)
     # speech recogniser: folder or Hub repo; None: $OMNIVOICE_ASR_MODEL or whisper-base
     asr_model: str | None = None
     # requests waiting in line, all doors together; more are turned away

@@ -34,6 +34,7 @@ from omnivoice_rt.errors import Cancelled
 
 logger = logging.getLogger(__name__)
 
+TURNS = "step"  # the default policy, chosen by measurement (docs/design.md section 6)
 POLICIES = {
     "step": "turns at every boundary: listeners with nothing to play first, then the least CPU "
     "had since their last audio (least attained service)",
@@ -45,27 +46,24 @@ LEAVE_CHECK_S = 0.1  # how often a parked generation checks that its client is s
 
 
 class Listener:
-    """A client's audio clock: how much audio it was sent and since when, so how much it still
-    has to play (it plays from its first piece on, in real time). A Wyoming connection's
-    sentences share one: its listener is the connection."""
+    """A client's audio clock: the moment the audio it was sent runs out, played in real time
+    from each piece's arrival (a piece that comes after the last ran out plays from then on, as
+    a player resumes). A Wyoming connection's sentences share one: its listener is the
+    connection."""
 
     def __init__(self):
-        self.sent_s = 0.0
-        self.started: float | None = None  # time.monotonic() when its first audio went out
+        self.until: float | None = None  # time.monotonic() when its audio runs out
         self._lock = threading.Lock()
 
     def sent(self, seconds: float) -> None:
         with self._lock:
-            if self.started is None:
-                self.started = time.monotonic()
-            self.sent_s += seconds
+            now = time.monotonic()
+            self.until = max(self.until or now, now) + seconds
 
     def buffered(self) -> float:
         """Seconds of audio sent and not yet played (0.0 before the first)."""
         with self._lock:
-            if self.started is None:
-                return 0.0
-            return max(0.0, self.sent_s - (time.monotonic() - self.started))
+            return 0.0 if self.until is None else max(0.0, self.until - time.monotonic())
 
 
 class Generation:
@@ -121,7 +119,7 @@ class Generation:
 class Turns:
     """The CPU's one turn among the admitted generations (``policy``: a key of ``POLICIES``)."""
 
-    def __init__(self, policy: str = "step", waited: Callable[[float, bool], None] | None = None):
+    def __init__(self, policy: str = TURNS, waited: Callable[[float, bool], None] | None = None):
         if policy not in POLICIES:
             raise ValueError(f"unknown turns policy {policy!r}: one of {', '.join(POLICIES)}")
         self.policy = policy

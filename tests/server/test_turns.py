@@ -100,6 +100,16 @@ def test_a_listener_with_audio_to_play_waits_for_one_with_none():
     assert log == ["hungry"] * 3 + ["buffered"] * 3
 
 
+def test_a_listener_resumes_from_a_piece_that_came_after_it_ran_dry():
+    """A player that ran out waits, then plays the next piece from its arrival: that piece is
+    all buffered (a clock started at the first piece would count the silence as played)."""
+    listener = Listener()
+    listener.sent(0.05)
+    time.sleep(0.2)  # it ran dry 0.15 s ago
+    listener.sent(5.0)
+    assert 4.9 < listener.buffered() <= 5.0
+
+
 def test_a_listener_that_played_all_it_was_sent_ranks_as_a_newcomer():
     listener = Listener()
     listener.sent(0.05)
