@@ -165,26 +165,10 @@ def test_read_only_library_refuses_writes(tmp_path):
 # ----------------------------------------------------------------------------- its doors over HTTP
 
 
-@pytest.fixture
-def server(wyoming_server):
-    """The app with its Wyoming door, a writable voice library and an API key (conftest's)."""
-    return wyoming_server
-
-
-@pytest.fixture
-def keyless(keyless_server):
-    """The same app without an API key: the page and MCP may write to its library."""
-    return keyless_server
-
-
-@pytest.fixture
-def runtime(int4_voice):
-    """The library's int4 model, which the server's answers must equal (conftest's, shared)."""
-    return int4_voice
-
-
-def test_voices_added_over_http_are_described_and_used_by_name(server, runtime, voices_dir):
-    url, port, _ = server
+def test_voices_added_over_http_are_described_and_used_by_name(
+    wyoming_server, int4_voice, voices_dir
+):
+    url, port, _ = wyoming_server
     headers = {"Authorization": f"Bearer {LIBRARY_KEY}"}
     design = httpx.post(
         f"{url}/v1/audio/voices",
@@ -215,11 +199,12 @@ def test_voices_added_over_http_are_described_and_used_by_name(server, runtime, 
     assert voices["storyteller"].languages == ["en"] and "mine" in voices
     _, audio = speak(port, "A story begins.", 3, {"name": "storyteller"})
     np.testing.assert_array_equal(
-        audio, expected(runtime, "A story begins.", 3, instruct="male, low pitch", language="en")
+        audio, expected(int4_voice, "A story begins.", 3, instruct="male, low pitch", language="en")
     )
     _, audio = speak(port, "In my own voice.", 4, {"name": "mine"})
     np.testing.assert_array_equal(
-        audio, expected(runtime, "In my own voice.", 4, voice_prompt=str(voices_dir / "mine.npz"))
+        audio,
+        expected(int4_voice, "In my own voice.", 4, voice_prompt=str(voices_dir / "mine.npz")),
     )
     # the OpenAI door offers them too, and a removed voice is gone from every door
     listed = httpx.get(f"{url}/v1/audio/voices", headers=headers).json()["data"]
@@ -229,11 +214,13 @@ def test_voices_added_over_http_are_described_and_used_by_name(server, runtime, 
     assert types == ["error"]
 
 
-def test_a_results_voice_is_kept_by_its_id_and_spoken_by_name(server, runtime, voices_dir):
+def test_a_results_voice_is_kept_by_its_id_and_spoken_by_name(
+    wyoming_server, int4_voice, voices_dir
+):
     """Keep a voice: a speech response's X-Voice-Result, posted to the library under a name, is
     that result's voice (the runtime's ``Speech.voice_prompt`` of the same request), and a later
     call by that name, on another door, speaks in it."""
-    url, port, _ = server
+    url, port, _ = wyoming_server
     headers = {"Authorization": f"Bearer {LIBRARY_KEY}"}
     text = "A voice worth keeping."
     response = httpx.post(
@@ -249,13 +236,14 @@ def test_a_results_voice_is_kept_by_its_id_and_spoken_by_name(server, runtime, v
     )
     assert kept.status_code == 201 and kept.json()["kind"] == "clone", kept.text
     request = Request.from_options({"text": text, "seed": 11, "normalize_text": True}, DOOR_PRESET)
-    made = next(runtime.stream(request)).voice_prompt()
+    made = next(int4_voice.stream(request)).voice_prompt()
     saved = VoicePrompt.load(voices_dir / "kept.npz")
     np.testing.assert_array_equal(saved.codes, made.codes)
     assert saved.text == made.text and saved.rms == pytest.approx(made.rms)
     _, audio = speak(port, "Said again in it.", 5, {"name": "kept"})
     np.testing.assert_array_equal(
-        audio, expected(runtime, "Said again in it.", 5, voice_prompt=str(voices_dir / "kept.npz"))
+        audio,
+        expected(int4_voice, "Said again in it.", 5, voice_prompt=str(voices_dir / "kept.npz")),
     )
     again = httpx.post(
         f"{url}/v1/audio/voices", json={"name": "kept2", "result": "not-a-result"}, headers=headers
@@ -305,9 +293,9 @@ def test_a_results_voice_is_kept_by_its_id_and_spoken_by_name(server, runtime, v
     ],
 )
 def test_bad_voice_uploads_are_refused_and_nothing_is_written(
-    server, voices_dir, form, status, words
+    wyoming_server, voices_dir, form, status, words
 ):
-    url, _, _ = server
+    url, _, _ = wyoming_server
     if form.get("files") == "too long":
         long = write_reference(
             str(voices_dir.parent / "long.wav"), seconds=125, rate=8000, channels=1
@@ -321,8 +309,8 @@ def test_bad_voice_uploads_are_refused_and_nothing_is_written(
     assert sorted(path.name for path in voices_dir.iterdir()) == before
 
 
-def test_voice_writes_need_the_key_and_a_writable_library(server, app_server):
-    url, _, _ = server
+def test_voice_writes_need_the_key_and_a_writable_library(wyoming_server, app_server):
+    url, _, _ = wyoming_server
     assert (
         httpx.post(f"{url}/v1/audio/voices", json={"name": "x", "instruct": "male"}).status_code
         == 401
@@ -335,7 +323,7 @@ def test_voice_writes_need_the_key_and_a_writable_library(server, app_server):
 
 
 def test_the_page_api_and_mcp_save_list_and_clone_library_voices(
-    keyless, server, runtime, voices_dir
+    keyless_server, wyoming_server, int4_voice, voices_dir
 ):
     """gradio_client saves a reference into the library (on a server without a key; with one, only
     the key's door writes) and clones it by name, with a style over it; MCP offers the same tools;
@@ -346,7 +334,7 @@ def test_the_page_api_and_mcp_save_list_and_clone_library_voices(
 
     reference = write_reference(str(voices_dir.parent / "page.wav"), seconds=2.5)
     with pytest.raises(Exception, match="with its API key only"):
-        Client(server[0], verbose=False).predict(
+        Client(wyoming_server[0], verbose=False).predict(
             "keyed-voice",
             handle_file(reference),
             "Hi.",
@@ -354,7 +342,7 @@ def test_the_page_api_and_mcp_save_list_and_clone_library_voices(
             "int4",
             api_name="/save_to_library",
         )
-    url, port, _ = keyless
+    url, port, _ = keyless_server
     client = Client(url, verbose=False)
     line = client.predict(
         "page-voice",
@@ -381,7 +369,7 @@ def test_the_page_api_and_mcp_save_list_and_clone_library_voices(
         api_name="/clone",
     )
 
-    made = runtime.generate(
+    made = int4_voice.generate(
         Request.from_options(
             {
                 "text": "In the saved voice.",
