@@ -3,7 +3,7 @@
 official ``openai`` client (``/v1/audio/speech``, ``pcm`` streamed), each turns policy in turn,
 alternating, in one run.
 
-    python bench/serve.py --artifacts ART [--policies step,request] [--clients 1,2,4,8]
+    python bench/serve.py --artifacts ART [--policies step,step@4,request] [--clients 1,2,4,8]
                           [--rounds 1] [--preset balanced]
 
 For each policy (``--turns``), a fresh server (``app.py`` as the Space starts it, ``--asr-model
@@ -17,11 +17,16 @@ one request at a time, first come first served). Then:
     auto voice, a design, the saved voice) for about ``--seconds`` of audio: seconds of speech
     per wall second, first audio p50 and p95, the longest gap a real-time player would hear
     inside a stream, each request's RTF (wall time over its audio);
-(c) the peak resident memory of the server with its children (the text worker), sampled.
+(c) the peak resident memory of the server with its children (the text worker), sampled;
+(d) one client floods: it sends ``FLOOD`` medium texts at once, and 3 s later another client
+    sends the short text: its first audio against alone (``flood_ratio``).
 
-Prints a table, then one machine line (``hol_ratio_{policy}=``, ``throughput_c{N}_{policy}=``,
-``ttfa_p95_c{N}_{policy}=``, ``gap_max_c{N}_{policy}=``, ``peak_mb_{policy}=``) with the CPU's
-name and flags. Compare ratios within one run only (docs/performance.md).
+Every client is a client of its own to the server (``X-Forwarded-For`` from loopback, which the
+server believes: an address of 198.18.0.0/15, the benchmarking range), as people behind one
+proxy would be. Prints a table, then one machine line (``hol_ratio_{policy}=``,
+``flood_ratio_{policy}=``, ``throughput_c{N}_{policy}=``, ``ttfa_p95_c{N}_{policy}=``,
+``gap_max_c{N}_{policy}=``, ``peak_mb_{policy}=``) with the CPU's name and flags. Compare
+ratios within one run only (docs/performance.md).
 
 Extras: server, dev (the tests' server starter, openai, psutil).
 """
@@ -66,6 +71,7 @@ LONG = " ".join(
         )
     )
 )
+FLOOD = 4  # the texts one client sends at once in (d)
 MIX = [  # (text, voice, instruct) asked in turn by each client
     (SHORT, "auto", None),
     (MEDIUM, "auto", "female, low pitch"),
@@ -127,14 +133,16 @@ class PeakMemory:
         return self.peak
 
 
-def head_of_line(client, preset: str) -> dict:
-    """(a): the short text's first audio alone, and 3 s into the long text."""
-    alone = listen(client, SHORT, "auto", None, preset)["ttfa"]
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        long = pool.submit(listen, client, LONG, "auto", None, preset)
+def head_of_line(client, preset: str, before: str = LONG, times: int = 1) -> dict:
+    """(a): the short text's first audio alone, and 3 s into the long text; (d) with ``times``
+    of ``before`` sent at once by one client."""
+    alone = listen(client(0), SHORT, "auto", None, preset)["ttfa"]
+    with concurrent.futures.ThreadPoolExecutor(times) as pool:
+        ahead = [pool.submit(listen, client(1), before, "auto", None, preset) for _ in range(times)]
         time.sleep(3.0)
-        behind = listen(client, SHORT, "auto", None, preset)["ttfa"]
-        long.result()
+        behind = listen(client(0), SHORT, "auto", None, preset)["ttfa"]
+        for each in ahead:
+            each.result()
     return {"alone": alone, "behind": behind, "ratio": behind / alone}
 
 
@@ -145,7 +153,7 @@ def crowd(client, clients: int, seconds: float, preset: str) -> dict:
     def one(n: int) -> list[dict]:
         heard, total, k = [], 0.0, n
         while total < seconds:
-            heard.append(listen(client, *MIX[k % len(MIX)], preset))
+            heard.append(listen(client(n), *MIX[k % len(MIX)], preset))
             total += heard[-1]["audio"]
             k += 1
         return heard
@@ -166,19 +174,37 @@ def crowd(client, clients: int, seconds: float, preset: str) -> dict:
 
 
 def run_policy(policy: str, args, library: Path, log_dir: Path) -> dict:
-    serve = ["--artifacts", str(args.artifacts), "--asr-model", "none", "--turns", policy]
-    if policy == "request":
+    """One server: ``policy`` is a ``--turns`` value, or ``VALUE@N`` with ``--per-client N``
+    (``step@4``: turns without one client's share, at the default concurrency)."""
+    turns, _, per_client = policy.partition("@")
+    serve = ["--artifacts", str(args.artifacts), "--asr-model", "none", "--turns", turns]
+    if turns == "request":
         serve += ["--concurrency", str(args.request_concurrency)]
+    if per_client:
+        serve += ["--per-client", per_client]
     serve += ["--voices", str(library), *args.server_args]
     env = {"HF_HUB_OFFLINE": "1", "OMNIVOICE_MATMUL": args.matmul}  # not the tests' fp32
     with running_app(serve, log_dir / f"{policy}.log", **env) as url:
         memory = PeakMemory(url)
-        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=900)
-        listen(client, SHORT, "narrator", None, args.preset)  # warm: loads, first calls
+        clients = {}
+
+        def client(n: int) -> openai.OpenAI:  # client n, as the server tells clients apart
+            if n not in clients:
+                clients[n] = openai.OpenAI(
+                    base_url=f"{url}/v1",
+                    api_key="unused",
+                    max_retries=0,
+                    timeout=900,
+                    default_headers={"X-Forwarded-For": f"198.18.{n // 250}.{n % 250 + 1}"},
+                )
+            return clients[n]
+
+        listen(client(0), SHORT, "narrator", None, args.preset)  # warm: loads, first calls
         with urllib.request.urlopen(f"{url}/health") as health:
             kernels = json.load(health)["kernels"]
         print(f"{policy}: kernels {kernels}", flush=True)
         figures = {"hol": head_of_line(client, args.preset)}
+        figures["flood"] = head_of_line(client, args.preset, MEDIUM, FLOOD)
         for n in args.clients:
             figures[f"c{n}"] = crowd(client, n, args.seconds, args.preset)
         figures["peak_mb"] = memory.stop() / 2**20
@@ -203,11 +229,18 @@ def report(results: dict[str, list[dict]], args) -> None:
         alone = statistics.median(r["hol"]["alone"] for r in rounds)
         behind = statistics.median(r["hol"]["behind"] for r in rounds)
         peak = max(r["peak_mb"] for r in rounds)
+        flood = statistics.median(r["flood"]["ratio"] for r in rounds)
+        flooded = statistics.median(r["flood"]["behind"] for r in rounds)
         print(
             f"{policy:8} (a) short text alone {alone:.2f} s, 3 s into a long one {behind:.2f} s: "
-            f"{hol:.2f}x; (c) peak memory {peak:.0f} MB"
+            f"{hol:.2f}x; (d) 3 s after another client's {FLOOD} texts {flooded:.2f} s: "
+            f"{flood:.2f}x; (c) peak memory {peak:.0f} MB"
         )
-        line += [f"hol_ratio_{policy}={hol:.2f}", f"peak_mb_{policy}={peak:.0f}"]
+        line += [
+            f"hol_ratio_{policy}={hol:.2f}",
+            f"flood_ratio_{policy}={flood:.2f}",
+            f"peak_mb_{policy}={peak:.0f}",
+        ]
         for n in args.clients:
             c = {k: statistics.median(r[f"c{n}"][k] for r in rounds) for k in rounds[0][f"c{n}"]}
             print(

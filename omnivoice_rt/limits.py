@@ -43,6 +43,11 @@ MAX_WAITING = 32
 # holds its caches (a balanced clone of a 30 s reference: ~200 MB of keys and values), so four
 # is under a gigabyte beside the model, and lets a newcomer start while three long texts go on
 CONCURRENCY = 4
+# of those, one client's (an address: server/clients.py): two, so that a client with many
+# requests keeps one streaming while it waits for the next, and others find half the slots;
+# its requests beyond wait behind other clients', holding at most its share of MAX_WAITING
+# (here half: 16)
+PER_CLIENT = 2
 # Connections a server holds, each a file descriptor of the 1,024 a process commonly has: past
 # them a newcomer is refused at once (HTTP 503, a Wyoming 'busy' event), and silent ones close.
 MAX_HTTP_CONNECTIONS = 256  # the page, its API, MCP and the OpenAI door

@@ -184,7 +184,8 @@ def running_app(
 
     port = free_port()
     environment = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", **env}
-    environment.pop("OMNIVOICE_ARTIFACTS", None)
+    for inherited in ("OMNIVOICE_ARTIFACTS", "FORWARDED_ALLOW_IPS", "SPACE_ID"):
+        environment.pop(inherited, None)  # who the server trusts is the test's to say
     with open(log_path, "w") as log:
         process = subprocess.Popen(
             [

@@ -21,6 +21,7 @@ from omnivoice_rt.limits import (
     MAX_HTTP_CONNECTIONS,
     MAX_WAITING,
     MAX_WYOMING_CONNECTIONS,
+    PER_CLIENT,
     WYOMING_IDLE_S,
 )
 from omnivoice_rt.server.turns import POLICIES, TURNS
@@ -131,6 +132,17 @@ FLAGS = (
         choices=tuple(POLICIES),
     ),
     Flag(
+        "--per-client",
+        "OMNIVOICE_PER_CLIENT",
+        int,
+        None,
+        f"of those, how many one client's requests may be (default {PER_CLIENT}, or "
+        "`--concurrency` where lower; at most `--concurrency`); its others wait behind other clients' in their own order, holding at "
+        "most its share of `--max-waiting` (as `--per-client` is of `--concurrency`). A client "
+        "is an address (an IPv6 /64), behind a proxy the one `--forwarded-allow-ips` believes",
+        low=1,
+    ),
+    Flag(
         "--max-waiting",
         "OMNIVOICE_MAX_WAITING",
         int,
@@ -158,6 +170,15 @@ FLAGS = (
         "connection, or from the previous answer); a slower connection is closed",
         low=0,
         above=True,
+    ),
+    Flag(
+        "--forwarded-allow-ips",
+        "FORWARDED_ALLOW_IPS",
+        str,
+        "127.0.0.1",
+        "the reverse proxies (addresses or networks, comma-separated, uvicorn's setting) whose "
+        "`X-Forwarded-For` says who the client is (default 127.0.0.1; `app.py` on a Space: the "
+        "private networks its proxy comes from); from anyone else the header is ignored",
     ),
     Flag(
         "--threads",

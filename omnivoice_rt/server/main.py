@@ -22,6 +22,7 @@ import gradio as gr
 from omnivoice_rt.artifacts.profiles import PROFILES
 from omnivoice_rt.limits import GRACEFUL_STOP_S, MAX_UPLOAD, MAX_WYOMING_CONNECTIONS, WYOMING_IDLE_S
 from omnivoice_rt.server import connections, flags, gradio_guard, lifecycle
+from omnivoice_rt.server.clients import ClientAddress
 from omnivoice_rt.server.models import offered_precisions
 from omnivoice_rt.server.page import PAGE_CSS, build_demo
 from omnivoice_rt.server.serving import DEFAULTS, Config, Service
@@ -68,6 +69,8 @@ def build_server(
         WyomingDoor(service, library, wyoming, wyoming_zeroconf, *wyoming_limits).start()
     # For load balancers and monitors: the line's state, open like the page.
     server.add_api_route("/health", service.health, methods=["GET"])
+    # Who asked, for the line's share of each client (clients.py)
+    server.add_middleware(ClientAddress)
     # Stopping (SIGTERM): every new request answered 503 at once, before any door sees it
     server.add_middleware(lifecycle.StoppingGuard, service=service)
     server.state.service = service
@@ -113,6 +116,11 @@ def together(args) -> None:
         from omnivoice_rt.server.wyoming_door import check_uri
 
         check_uri(args.wyoming, args.wyoming_zeroconf)
+    if args.per_client is not None and args.per_client > args.concurrency:
+        raise ValueError(
+            f"--per-client {args.per_client} is above --concurrency {args.concurrency}: one "
+            "client's requests under way are some of all those under way"
+        )
     if args.voices_writable and not args.voices:
         raise ValueError("--voices-writable needs --voices DIR, the folder the library is kept in")
 
@@ -134,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             preload=True,
             concurrency=args.concurrency,
             turns=args.turns,
+            per_client=args.per_client,
             asr_model=args.asr_model,
             max_waiting=args.max_waiting,
             idle_unload=args.idle_unload,
@@ -173,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
             log_level="warning",
             http=http,
             timeout_graceful_shutdown=GRACEFUL_STOP_S,
+            # X-Forwarded-For believed from these only: who the client is (clients.py)
+            forwarded_allow_ips=args.forwarded_allow_ips,
         )
         connections.quiet_resource_errors()  # after uvicorn set up its loggers
         lifecycle.DrainingServer(served, server.state.service, args.stop_timeout).run()

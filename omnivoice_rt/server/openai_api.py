@@ -48,6 +48,7 @@ from omnivoice_rt.request import (
 )
 from omnivoice_rt.request import Request as SynthesisRequest
 from omnivoice_rt.server.api_errors import ApiError, api_error
+from omnivoice_rt.server.clients import from_headers
 from omnivoice_rt.server.metrics import CONTENT_TYPE as METRICS_TYPE
 from omnivoice_rt.server.serving import Service, closed, resolve_seed
 from omnivoice_rt.server.voices_api import voice_routes
@@ -253,7 +254,7 @@ class OpenAIDoor:
                 parsed = await anyio.to_thread.run_sync(self.parse, body, stopped.is_set)
         except Exception as exc:  # noqa: BLE001 - a full worker line, a client gone: in OpenAI's words
             raise api_error(exc) from exc
-        job = SpeechJob(self.service, parsed, stopped)
+        job = SpeechJob(self.service, parsed, stopped, from_headers(request.headers))
         # Waiting for a turn holds a thread: these come from the door's own pool, never Gradio's.
         # A client that leaves meanwhile stops it: out of the line, or at the next step.
         try:
@@ -286,10 +287,17 @@ class OpenAIDoor:
 class SpeechJob:
     """One request's synthesis: ``start`` loads, waits for a turn and makes the first piece (so
     every error before the first byte gets its status); ``body`` is the response's bytes; ``close``
-    ends it, however the response ends. The turn in the line is held from ``start`` to ``close``."""
+    ends it, however the response ends. The turn in the line is held from ``start`` to ``close``.
+    ``client``: who asked (``clients.py``)."""
 
-    def __init__(self, service: Service, request: SpeechRequest, stopped: threading.Event):
-        self.service, self.request = service, request
+    def __init__(
+        self,
+        service: Service,
+        request: SpeechRequest,
+        stopped: threading.Event,
+        client: str | None = None,
+    ):
+        self.service, self.request, self.client = service, request, client
         self.stopped = stopped  # the client went away: the synthesis stops at its next step
         self.ahead = 0  # requests ahead in the line when this one arrived
         self._stack = contextlib.ExitStack()
@@ -313,6 +321,7 @@ class SpeechJob:
                 keep=True,
                 on_wait=self._waiting,
                 should_stop=self.stopped.is_set,
+                client=self.client,
             )
             self._stack.callback(self._pieces.close)  # the turn goes back with it
             self._first = next(self._pieces)

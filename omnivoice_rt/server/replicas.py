@@ -106,6 +106,9 @@ class Settings:
     # in Ray's queue, where no turn reaches them
     concurrency: int = CONCURRENCY
     turns: str = TURNS
+    # of those, one client's (the server's --per-client): a client is the address Ray's proxy
+    # passes on (clients.py)
+    per_client: int | None = None  # None: PER_CLIENT, or concurrency where it is lower
 
     @classmethod
     def of(cls, args: dict) -> Settings:
@@ -125,6 +128,7 @@ class Model:
     def __init__(self, settings: dict):
         from fastapi import FastAPI
 
+        from omnivoice_rt.server.clients import ClientAddress
         from omnivoice_rt.server.models import offered_precisions
         from omnivoice_rt.server.openai_api import OpenAIDoor
         from omnivoice_rt.server.serving import Config, Service
@@ -142,6 +146,7 @@ class Model:
             max_waiting=s.max_waiting,
             concurrency=s.concurrency,
             turns=s.turns,
+            per_client=s.per_client,
         )
         self.service = Service(config, offered_precisions(config.source))
         self.service.models.get(self.service.models.default)  # a model that cannot load fails here
@@ -150,6 +155,7 @@ class Model:
         library = VoiceLibrary(s.voices, s.voices_writable)
         OpenAIDoor(self.service, library, os.environ.get("OMNIVOICE_API_KEY")).install(self.app)
         self.app.add_api_route("/health", self.service.health, methods=["GET"])
+        self.app.add_middleware(ClientAddress)  # who asked, for the line's share of each
         self.name = serve.get_replica_context().replica_tag.encode()
 
     async def asgi(self, scope: dict, body: bytes):

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from omnivoice_rt.limits import CONCURRENCY, MAX_WAITING
+from omnivoice_rt.limits import CONCURRENCY, MAX_WAITING, PER_CLIENT
 from omnivoice_rt.model import OmniVoiceONNX
 from omnivoice_rt.request import (
     DOOR_NORMALIZE_TEXT,
@@ -37,7 +37,7 @@ from omnivoice_rt.request import (
     GenerationSettings,
     Request,
 )
-from omnivoice_rt.server.line import Line
+from omnivoice_rt.server.line import ClientLine
 from omnivoice_rt.server.memory import release_memory
 from omnivoice_rt.server.metrics import Measured, Metrics
 from omnivoice_rt.server.models import Models, Recogniser
@@ -77,6 +77,9 @@ class Config:
     # generations under way at once (their caches in memory); loads and downloads take none
     concurrency: int = CONCURRENCY
     turns: str = TURNS  # who computes next among them (turns.POLICIES)
+    # of those, how many one client's requests may be (line.ClientLine; clients.py says who);
+    # None: PER_CLIENT, or the concurrency where it is lower
+    per_client: int | None = None
     # speech recogniser: folder or Hub repo; None: $OMNIVOICE_ASR_MODEL or whisper-base
     asr_model: str | None = None
     # requests waiting in line, all doors together; more are turned away
@@ -181,7 +184,10 @@ class Service:
     def __init__(self, config: Config, offered: list[str] | None = None):
         self.config = config
         self.models = Models(config.source, offered, config.precision, config.threads)
-        self.line = Line(config.concurrency, config.max_waiting)
+        per_client = config.per_client
+        if per_client is None:
+            per_client = min(PER_CLIENT, config.concurrency)
+        self.line = ClientLine(config.concurrency, config.max_waiting, per_client)
         self.turns = Turns(config.turns)
         self.prompts = PromptCache()
         self.results = KeptVoices()
@@ -202,6 +208,7 @@ class Service:
             "serving": self.line.serving,
             "waiting": self.line.waiting,
             "slots": self.line.slots,
+            "per_client": self.line.per_client,
             "turns": self.turns.policy,
             "parked": self.turns.parked,  # under way, waiting for the CPU
             "max_waiting": self.line.max_waiting,
@@ -263,27 +270,25 @@ class Service:
         return lambda text, language: self.reader.normalize(text, language, should_stop)
 
     @contextlib.contextmanager
-    def slot(self, progress=None, on_wait=None, should_stop=None, generation=None):
+    def slot(self, progress=None, on_wait=None, should_stop=None, generation=None, client=None):
         """A place in the line, then the CPU: the model work of a request runs inside one, its
         download and load outside, so a load never holds up requests for a loaded precision.
         Yields the request's :class:`Generation` (``generation``, or one made here) holding the
         CPU; it may give it back and take it again inside (``turns.py``), and gives it back at
         the end. ``on_wait(ahead)`` is told how many are ahead when the request must wait;
         ``should_stop()`` says that its client went away (it then leaves the line, or its
-        turn). After the turn, the memory it freed goes back."""
+        turn); ``client`` is who asked (``clients.py``), whose requests beyond ``per_client``
+        let other clients' go first. After the turn, the memory it freed goes back."""
 
         def waiting(ahead: int) -> None:
             if progress is not None:
-                progress(
-                    0.0,
-                    desc=f"Waiting in line: {ahead} request{'s' * (ahead != 1)} before this one",
-                )
+                progress(0.0, desc=self._where(ahead, client))
             if on_wait is not None:
                 on_wait(ahead)
 
         queued = time.perf_counter()
         generation = generation or self.turns.generation(should_stop=should_stop)
-        with self.line.turn(waiting, should_stop):
+        with self.line.turn(waiting, should_stop, client):
             self.metrics.line_wait.observe(time.perf_counter() - queued)
             try:
                 with generation:
@@ -291,6 +296,16 @@ class Service:
                     yield generation
             finally:
                 release_memory()
+
+    def _where(self, ahead: int, client: str | None) -> str:
+        """Where a request that must wait stands, as the page says it."""
+        mine = self.line.held(client)
+        if mine >= self.line.per_client:
+            return (
+                f"Waiting for your own requests: {mine} are being made ({self.line.per_client} "
+                f"of a visitor's at a time), {ahead} in all before this one"
+            )
+        return f"Waiting in line: {ahead} request{'s' * (ahead != 1)} before this one"
 
     def speak(
         self,
@@ -304,6 +319,7 @@ class Service:
         on_wait=None,
         should_stop=None,
         listener: Listener | None = None,
+        client: str | None = None,
     ) -> Iterator[Speech]:
         """The one synthesis call of every door: a checked request made into speech, each piece
         as it is made (``sentences``: a sentence a piece), or (``whole``) the whole result once.
@@ -316,11 +332,17 @@ class Service:
         (``contextlib.closing``; from another thread, ``closed``); the CPU is given back while a
         piece is with the door (``turns.py``), and ``listener`` (a new one when not given) is
         told the audio each piece carries, which ranks the request among the others.
-        ``should_stop()``: the client went away; the synthesis stops at its next step."""
+        ``should_stop()``: the client went away; the synthesis stops at its next step.
+        ``client``: who asked (``clients.py``; the line bounds each client's share)."""
         told = None
         if progress is not None:
             told = lambda done, total: progress(done / total, desc=f"Step {done}/{total}")  # noqa: E731
-        how = {"progress": progress, "on_wait": on_wait, "should_stop": should_stop}
+        how = {
+            "progress": progress,
+            "on_wait": on_wait,
+            "should_stop": should_stop,
+            "client": client,
+        }
         with self.prepared(precision, request, **how, listener=listener) as prepared:
             voice, ready, reused = prepared
             generation = voice.generation
@@ -356,6 +378,7 @@ class Service:
         on_wait=None,
         should_stop=None,
         listener: Listener | None = None,
+        client: str | None = None,
     ):
         """Load the precision (outside the line), wait for a turn, turn the reference into a voice
         prompt (from the cache, or transcribed and encoded now); yields (voice, request, reused)
@@ -363,12 +386,13 @@ class Service:
         pause at their boundaries for other requests (``turns.py``). ``speak`` is the synthesis
         of every door on it; a door that holds one turn for several generations (a dub) uses it
         directly.
-        ``should_stop()``: the client went away; the request leaves the line (:class:`Cancelled`)."""
+        ``should_stop()``: the client went away; the request leaves the line (:class:`Cancelled`).
+        ``client``: who asked (``slot``)."""
         reference = (request.ref_audio, request.ref_text, request.language)
         arrived = time.perf_counter()
         generation = self.turns.generation(listener, should_stop)
         with self.reference(
-            precision, *reference, progress, on_wait, should_stop, generation
+            precision, *reference, progress, on_wait, should_stop, generation, client
         ) as ready:
             voice, prompt, reused = ready
             measured, turn = Measured(voice, generation), time.perf_counter()  # for the metrics
@@ -388,6 +412,7 @@ class Service:
         on_wait=None,
         should_stop=None,
         generation: Generation | None = None,
+        client: str | None = None,
     ):
         """A turn in the line (``slot``) with ``ref_audio`` (if any) encoded: yields (voice, voice
         prompt or None, whether it was reused); the speech recogniser is loaded first if it must
@@ -396,18 +421,20 @@ class Service:
             voice = self.models.get(precision, progress)
             if ref_audio is not None and not (ref_text or "").strip():
                 voice.asr = self.recogniser.get(progress)  # the server's one recogniser
-            with self.slot(progress, on_wait, should_stop, generation):
+            with self.slot(progress, on_wait, should_stop, generation, client):
                 if ref_audio is None:
                     yield voice, None, False
                 else:
                     yield voice, *self.prompts.get(voice, ref_audio, ref_text, language)
 
-    def transcribe(self, audio, language: str | None, progress=None, should_stop=None) -> str:
+    def transcribe(
+        self, audio, language: str | None, progress=None, should_stop=None, client=None
+    ) -> str:
         """What a recording says, heard by the server's recogniser (loaded outside the line) in a
         turn of the line, as a synthesis is made in one."""
         with self.in_use():
             recogniser = self.recogniser.get(progress)
-            with self.slot(progress, should_stop=should_stop):
+            with self.slot(progress, should_stop=should_stop, client=client):
                 if progress is not None:
                     progress(0.5, desc="Transcribing the reference")
                 return recogniser.transcribe(audio, language)

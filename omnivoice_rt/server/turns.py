@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from omnivoice_rt.errors import Cancelled
+from omnivoice_rt.server.line import wait_or_leave
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +42,6 @@ POLICIES = {
     "work left before their next audio (shortest remaining work)",
     "request": "a request computes from its first step to its last (the behaviour before turns)",
 }
-LEAVE_CHECK_S = 0.1  # how often a parked generation checks that its client is still there
 
 
 class Listener:
@@ -213,20 +212,11 @@ class Turns:
     # ------------------------------------------------------------------ parked
 
     def _park(self, generation: Generation) -> None:
-        """Wait until the CPU is handed over, asking ``should_stop`` every ``LEAVE_CHECK_S``;
-        a generation whose client left leaves (:class:`Cancelled`), handing on what it got."""
-        should_stop, first = generation.should_stop, not generation.started
-        parked = time.monotonic()
+        """Wait until the CPU is handed over (``line.wait_or_leave``): a generation whose client
+        left leaves (:class:`Cancelled`), handing on what it got."""
+        first, parked = not generation.started, time.monotonic()
         try:
-            while True:
-                handed = generation._handed.wait(LEAVE_CHECK_S if should_stop else None)
-                if should_stop is not None and should_stop():
-                    logger.info("a parked request left: its client went away")
-                    raise Cancelled("the request was abandoned while it waited for its turn")
-                if handed:
-                    if self.waited is not None:
-                        self.waited(time.monotonic() - parked, first)
-                    return
+            wait_or_leave(generation._handed, generation.should_stop, "its turn", "for its turn")
         except BaseException:
             with self._lock:
                 if generation in self._parked:
@@ -235,3 +225,5 @@ class Turns:
                     self._let_go(generation)
                     self._hand_on()
             raise
+        if self.waited is not None:
+            self.waited(time.monotonic() - parked, first)

@@ -23,6 +23,7 @@ from starlette.requests import ClientDisconnect
 
 from omnivoice_rt.limits import MAX_TRANSCRIPT_CHARS, UPLOAD_TIMEOUT_S
 from omnivoice_rt.server.api_errors import ApiError, api_error
+from omnivoice_rt.server.clients import from_headers
 from omnivoice_rt.server.serving import ResultGone
 from omnivoice_rt.voice_prompt import VoicePrompt
 from omnivoice_rt.voices import VoiceEntry, VoiceNameError
@@ -75,7 +76,7 @@ def voice_routes(door) -> APIRouter:
                 ) from None
             try:
                 entry = await anyio.to_thread.run_sync(
-                    add_voice, fields, limiter=door.waiting_threads
+                    add_voice, fields, from_headers(request.headers), limiter=door.waiting_threads
                 )
             except Exception as exc:  # noqa: BLE001 - every failure in the door's words
                 raise refused(exc) from exc
@@ -90,8 +91,9 @@ def voice_routes(door) -> APIRouter:
             raise refused(exc) from exc
         return {"id": name, "object": "voice", "deleted": True}
 
-    def add_voice(fields: dict) -> VoiceEntry:
-        """The voice of a checked form: a design, a prompt file, or a recording encoded now."""
+    def add_voice(fields: dict, client: str | None) -> VoiceEntry:
+        """The voice of a checked form: a design, a prompt file, or a recording encoded now (in
+        a turn of ``client``'s, ``clients.py``)."""
         name, language = fields.get("name"), fields.get("language") or None
         if not isinstance(name, str) or not name:
             raise ValueError("'name' is required: the new voice's name, such as 'narrator'.")
@@ -117,7 +119,7 @@ def voice_routes(door) -> APIRouter:
 
         def encode():
             reference = service.reference(
-                service.models.default, fields["audio"], transcript, language
+                service.models.default, fields["audio"], transcript, language, client=client
             )
             with reference as (_voice, prompt, _reused):
                 return prompt

@@ -66,6 +66,7 @@ from omnivoice_rt.request import (
     check_text,
     door_fields,
 )
+from omnivoice_rt.server.clients import client_key
 from omnivoice_rt.server.connections import closed_connection, refused_connection
 from omnivoice_rt.server.serving import Service, closed, resolve_seed
 from omnivoice_rt.server.turns import Listener
@@ -268,6 +269,8 @@ class Connection(AsyncEventHandler):
         self.frame_rate: float | None = None  # the model's codes a second, read as it speaks
         # what the client was sent and has played: its sentences are one listener's (turns.py)
         self.listener = Listener()
+        peer = writer.get_extra_info("peername")  # (host, port...), or a Unix socket's name
+        self.client = client_key(peer[0] if isinstance(peer, tuple) and peer else None)
 
     async def handle_event(self, event: Event) -> bool:  # the base class's; run() is ours
         return True
@@ -462,6 +465,7 @@ class Connection(AsyncEventHandler):
             sentences=True,
             should_stop=self.stopped.is_set,
             listener=self.listener,
+            client=self.client,
         )
         first = None
         try:

@@ -44,16 +44,22 @@ def api_call(url: str, name: str, data: list) -> str:
     return httpx.get(f"{url}/gradio_api/call/{name}/{event}", timeout=60).text
 
 
-def mcp_calls(url: str, calls: list[tuple[str, dict]], headers: dict | None = None) -> list:
+def mcp_calls(
+    url: str, calls: list[tuple[str, dict]], headers: dict | None = None, local_address=None
+) -> list:
+    """The official MCP client's calls, in one session (from ``local_address``, such as
+    127.0.0.3, where given: another address of this machine)."""
     from mcp import ClientSession
     from mcp.client.streamable_http import streamablehttp_client
 
+    def client(headers=None, timeout=None, auth=None):
+        transport = httpx.AsyncHTTPTransport(local_address=local_address)
+        return httpx.AsyncClient(headers=headers, timeout=timeout, auth=auth, transport=transport)
+
     async def session():
-        async with streamablehttp_client(f"{url}/gradio_api/mcp/", headers=headers) as (
-            read,
-            write,
-            _,
-        ):
+        async with streamablehttp_client(
+            f"{url}/gradio_api/mcp/", headers=headers, httpx_client_factory=client
+        ) as (read, write, _):
             async with ClientSession(read, write) as mcp:
                 await mcp.initialize()
                 return [await mcp.call_tool(name, arguments) for name, arguments in calls]

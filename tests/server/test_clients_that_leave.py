@@ -45,24 +45,25 @@ def log_lines(log: Path) -> int:
     return len(log.read_text().splitlines())
 
 
-def speech(url: str, text: str, timeout: float, **fields) -> httpx.Response:
+def client(n: int) -> dict:
+    """The headers of client number ``n``: each its own address, as a proxy on this machine
+    (which the server believes) reports it, so that one client's share does not bound them."""
+    return {"Authorization": f"Bearer {KEY}", "X-Forwarded-For": f"203.0.113.{n}"}
+
+
+def speech(url: str, text: str, timeout: float, n: int = 0, **fields) -> httpx.Response:
     body = {"model": "tts-1-hd", "voice": "auto", "input": text, "response_format": "pcm", **fields}
-    return httpx.post(
-        f"{url}/v1/audio/speech",
-        json=body,
-        headers={"Authorization": f"Bearer {KEY}"},
-        timeout=timeout,
-    )
+    return httpx.post(f"{url}/v1/audio/speech", json=body, headers=client(n), timeout=timeout)
 
 
-def streamed_long_text(url: str):
+def streamed_long_text(url: str, n: int = 0):
     """A long text, sentence by sentence at 32 steps a piece, as a stream the caller reads."""
     body = {"model": "tts-1-hd", "voice": "auto", "input": LONG, "response_format": "pcm"}
     return httpx.stream(
         "POST",
         f"{url}/v1/audio/speech",
         json={**body, "sentences": True},
-        headers={"Authorization": f"Bearer {KEY}"},
+        headers=client(n),
         timeout=120,
     )
 
@@ -100,21 +101,21 @@ def test_a_client_that_leaves_mid_stream_stops_the_piece_being_made(server):
 def test_clients_that_leave_while_waiting_leave_the_line(server):
     """Every place under way is held (``--concurrency`` streams whose clients hold them); ten
     more wait, then give up. They leave the line at once: a newcomer finds only the ones being
-    served ahead of it."""
+    served ahead of it. Each request is a client of its own."""
     url, _, log = server
     since = log_lines(log)
     slots = httpx.get(f"{url}/health").json()["slots"]
     with contextlib.ExitStack() as held:
-        streams = [held.enter_context(streamed_long_text(url)) for _ in range(slots)]
+        streams = [held.enter_context(streamed_long_text(url, n)) for n in range(slots)]
         chunks = [stream.iter_raw() for stream in streams]
         for each in chunks:
             next(each)
 
-        def leave():
+        def leave(n):
             with pytest.raises(httpx.TimeoutException):
-                speech(url, "Me too.", timeout=1.0)
+                speech(url, "Me too.", 1.0, n)
 
-        leavers = [threading.Thread(target=leave) for _ in range(10)]
+        leavers = [threading.Thread(target=leave, args=(100 + n,)) for n in range(10)]
         for thread in leavers:
             thread.start()
         for thread in leavers:
@@ -126,7 +127,7 @@ def test_clients_that_leave_while_waiting_leave_the_line(server):
         )
         result = {}
         newcomer = threading.Thread(
-            target=lambda: result.update(r=speech(url, "Now me.", 120, model="tts-1"))
+            target=lambda: result.update(r=speech(url, "Now me.", 120, 200, model="tts-1"))
         )
         newcomer.start()
         rest = b"".join(chunks[0])  # the first served one goes on to its end: a place frees

@@ -93,6 +93,13 @@ def test_a_value_comes_from_the_flag_else_the_environment_else_the_default(monke
         ),
         (["--wyoming-zeroconf"], {}, "--wyoming-zeroconf advertises the Wyoming door"),
         (["--voices-writable"], {}, "--voices-writable needs --voices DIR"),
+        (["--per-client", "0"], {}, "--per-client takes at least 1, not 0"),
+        (["--per-client", "5"], {}, "--per-client 5 is above --concurrency 4"),
+        (
+            ["--concurrency", "2"],
+            {"OMNIVOICE_PER_CLIENT": "3"},
+            "--per-client 3 is above --concurrency 2",
+        ),
     ],
 )
 def test_a_bad_value_is_one_line_naming_it(monkeypatch, capsys, argv, env, words):

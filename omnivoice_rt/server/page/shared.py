@@ -30,6 +30,7 @@ from omnivoice_rt.limits import (
 )
 from omnivoice_rt.model import Speech
 from omnivoice_rt.request import DOOR_PRESET, OPTIONS, Request
+from omnivoice_rt.server.clients import from_headers
 from omnivoice_rt.server.models import graphs_size
 from omnivoice_rt.server.page.options import ALIASES
 from omnivoice_rt.server.serving import Service, resolve_seed
@@ -151,6 +152,15 @@ def abandoned() -> Callable[[], bool]:
     return gone
 
 
+def page_client() -> str | None:
+    """The client of the request being handled (``clients.py``: its address, or an MCP client's
+    through Gradio's loopback call), for its share of the line; None outside a request."""
+    from gradio.context import LocalContext
+
+    request = LocalContext.request.get(None)
+    return from_headers(getattr(request, "headers", None))
+
+
 @contextlib.contextmanager
 def as_messages():
     """The runtime's errors as the page's and the API's one-line messages."""
@@ -166,10 +176,10 @@ def as_messages():
 def prepared(service: Service, precision: str, progress, request: Request, should_stop):
     """``Service.prepared`` (load, wait in line, encode the reference) with the errors as messages;
     a request whose client went away leaves the line."""
-    with (
-        as_messages(),
-        service.prepared(precision, request, progress, should_stop=should_stop) as ready,
-    ):
+    made = service.prepared(
+        precision, request, progress, should_stop=should_stop, client=page_client()
+    )
+    with as_messages(), made as ready:
         yield ready
 
 
@@ -230,7 +240,9 @@ def run_synthesis(
     """The API's whole result (``Service.synthesized``) with a step-by-step progress bar, its
     errors as the page's messages: the audio, the result's line, its captions (an SRT file)."""
     with as_messages():
-        speech = service.synthesized(precision, request, progress=progress, should_stop=abandoned())
+        speech = service.synthesized(
+            precision, request, progress=progress, should_stop=abandoned(), client=page_client()
+        )
     audio = (speech.sample_rate, pcm16(speech.waveform))
     reused = speech.metadata["reused_reference"]
     return audio, result_line(speech, request.seed, reused), captions_file(speech.captions)
@@ -251,6 +263,7 @@ def stream_synthesis(
         keep=True,
         progress=progress,
         should_stop=abandoned(),
+        client=page_client(),
     )
     with as_messages(), contextlib.closing(made):
         for part in made:

@@ -12,6 +12,7 @@ from omnivoice_rt.server.page.shared import (
     abandoned,
     as_messages,
     language_arg,
+    page_client,
     prompt_file,
     refused,
 )
@@ -39,7 +40,14 @@ class VoiceHandlers:
             if ref_text is not None:
                 check_string(ref_text, "ref_text (the reference's transcript)")
             reference = self.service.reference(
-                precision, ref_audio, ref_text, None, progress, None, abandoned()
+                precision,
+                ref_audio,
+                ref_text,
+                None,
+                progress,
+                None,
+                abandoned(),
+                client=page_client(),
             )
             with reference as (_, prompt, _):
                 pass
@@ -60,7 +68,7 @@ class VoiceHandlers:
             return ""
         with as_messages():
             return self.service.transcribe(
-                ref_audio, language_arg(language), progress, should_stop=abandoned()
+                ref_audio, language_arg(language), progress, abandoned(), page_client()
             )
 
     def list_voices(self):
@@ -100,7 +108,14 @@ class VoiceHandlers:
 
         def encode():
             reference = self.service.reference(
-                precision, ref_audio, ref_text or None, language, progress, None, abandoned()
+                precision,
+                ref_audio,
+                ref_text or None,
+                language,
+                progress,
+                None,
+                abandoned(),
+                client=page_client(),
             )
             with reference as (_, prompt, _):
                 return prompt
