@@ -178,11 +178,13 @@ class OmniVoiceONNX:
         ref_text: str | None = None,
         preprocess_prompt: bool = True,
         language: str | None = None,
+        boundary=None,
     ) -> VoicePrompt:
         """Encode a reference recording (path, bytes or (array, sample_rate)) and its transcript;
-        without ``ref_text``, the speech recogniser writes it (``language`` helps it), as upstream."""
+        without ``ref_text``, the speech recogniser writes it (``language`` helps it), as upstream.
+        ``boundary()``: called between the stages, as ``generate``'s is between steps."""
         return encode_reference(
-            self.codec, ref_audio, ref_text, preprocess_prompt, language, self.transcriber
+            self.codec, ref_audio, ref_text, preprocess_prompt, language, self.transcriber, boundary
         )
 
     # ------------------------------------------------------------------ synthesis

@@ -31,9 +31,11 @@ def encode_reference(
     preprocess_prompt: bool,
     language: str | None,
     transcriber: Callable[[], Transcriber],
+    boundary: Callable[[], None] | None = None,
 ) -> VoicePrompt:
     """Encode ``ref_audio`` (path, bytes or (array, sample_rate)) and its transcript; without
-    ``ref_text``, ``transcriber()`` writes it (``language`` helps it)."""
+    ``ref_text``, ``transcriber()`` writes it (``language`` helps it). ``boundary()`` is called
+    between the stages (the transcription, each graph of the codec's encoder): a server's turns."""
     rate = codec.sample_rate
     transcribe = ref_text is None or (isinstance(ref_text, str) and not ref_text.strip())
     if not transcribe:
@@ -76,10 +78,12 @@ def encode_reference(
             time.perf_counter() - started,
             ref_text,
         )
+        if boundary is not None:
+            boundary()
     hop = codec.hop_length
     wav = wav[:, : wav.shape[-1] - wav.shape[-1] % hop]
     started = time.perf_counter()
-    codes = codec.encode(wav)
+    codes = codec.encode(wav, boundary)
     logger.debug("encoded a %.2f s reference in %.2f s", seconds, time.perf_counter() - started)
     text = add_punctuation(ref_text) if preprocess_prompt else ref_text
     return VoicePrompt(codes=codes, text=text, rms=rms)

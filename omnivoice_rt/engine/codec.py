@@ -53,8 +53,10 @@ class Codec:
             )
         }
 
-    def encode(self, waveform: np.ndarray) -> np.ndarray:
-        """(1, N) float32 at 24 kHz, N a multiple of the hop -> (C, N / hop) int64 codes."""
+    def encode(self, waveform: np.ndarray, boundary=None) -> np.ndarray:
+        """(1, N) float32 at 24 kHz, N a multiple of the hop -> (C, N / hop) int64 codes.
+        ``boundary()`` is called between the three graphs (a server's turns, ``server/turns.py``)."""
+        boundary = boundary or (lambda: None)
         if waveform.shape[-1] % self.hop_length or waveform.shape[-1] == 0:
             raise ValueError(
                 f"codec input must be a non-zero multiple of {self.hop_length} samples"
@@ -62,9 +64,11 @@ class Codec:
         acoustic = self.graphs["acoustic_encoder"].run(
             None, self._waveform("acoustic_encoder", waveform)
         )[0]
+        boundary()
         semantic = self.graphs["semantic_encoder"].run(
             None, self._waveform("semantic_encoder", waveform)
         )[0]
+        boundary()
         frames = min(acoustic.shape[-1], semantic.shape[-1])
         quantizer = self.graphs["quantizer_encoder"]
         feeds = dict(

@@ -101,8 +101,11 @@ class PromptCache:
         self._prompts: OrderedDict[tuple, VoicePrompt] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, voice: OmniVoiceONNX, ref_audio, ref_text, language) -> tuple[VoicePrompt, bool]:
-        """The reference's voice prompt, and whether it was already here (else it is made now)."""
+    def get(
+        self, voice: OmniVoiceONNX, ref_audio, ref_text, language, boundary=None
+    ) -> tuple[VoicePrompt, bool]:
+        """The reference's voice prompt, and whether it was already here (else it is made now,
+        pausing at ``boundary()`` between its stages for other generations)."""
         transcript = (ref_text or "").strip()
         is_file = isinstance(ref_audio, (str, Path)) and Path(ref_audio).is_file()
         digest = hashlib.sha256(Path(ref_audio).read_bytes()).hexdigest() if is_file else None
@@ -112,7 +115,9 @@ class PromptCache:
             if prompt is not None:
                 self._prompts.move_to_end(key)
                 return prompt, True
-        prompt = voice.create_voice_prompt(ref_audio, transcript or None, language=language)
+        prompt = voice.create_voice_prompt(
+            ref_audio, transcript or None, language=language, boundary=boundary
+        )
         with self._lock:
             self._prompts[key] = prompt
             while len(self._prompts) > self.size:
@@ -421,11 +426,14 @@ class Service:
             voice = self.models.get(precision, progress)
             if ref_audio is not None and not (ref_text or "").strip():
                 voice.asr = self.recogniser.get(progress)  # the server's one recogniser
-            with self.slot(progress, on_wait, should_stop, generation, client):
+            with self.slot(progress, on_wait, should_stop, generation, client) as generation:
                 if ref_audio is None:
                     yield voice, None, False
-                else:
-                    yield voice, *self.prompts.get(voice, ref_audio, ref_text, language)
+                else:  # encoded in turns: between the transcription and the encoder's graphs
+                    made = self.prompts.get(
+                        voice, ref_audio, ref_text, language, generation.boundary
+                    )
+                    yield voice, *made
 
     def transcribe(
         self, audio, language: str | None, progress=None, should_stop=None, client=None

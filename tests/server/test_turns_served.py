@@ -238,3 +238,25 @@ def test_every_door_through_the_turns_gives_the_audio_it_gives_alone(app_server)
         thread.join(300)
     for name in calls:
         assert together[name] == alone[name], name
+
+
+def test_a_reference_is_encoded_in_turns(int4_voice, tiny_whisper, tmp_path):
+    """Encoding a reference pauses between the codec encoder's graphs, and after transcribing
+    one sent without its transcript: a boundary at each, the codes those made without."""
+    from omnivoice_rt.audio.asr import Transcriber
+
+    recording = write_reference(str(tmp_path / "me.wav"), seconds=2.0)
+    calls = []
+    told = int4_voice.create_voice_prompt(
+        recording, "How I sound.", boundary=lambda: calls.append(1)
+    )
+    alone = int4_voice.create_voice_prompt(recording, "How I sound.")
+    assert len(calls) == 2
+    np.testing.assert_array_equal(told.codes, alone.codes)
+    kept, int4_voice.asr = int4_voice.asr, Transcriber.load(str(tiny_whisper))
+    try:  # the shared model is left as it was found
+        calls.clear()
+        int4_voice.create_voice_prompt(recording, boundary=lambda: calls.append(1))
+    finally:
+        int4_voice.asr = kept
+    assert len(calls) == 3  # after the transcription too
