@@ -37,6 +37,8 @@ MAX_SOURCE_CHANNELS = 32
 MAX_TRANSCRIPT_CHARS = 2_000
 MAX_PROMPT_FILE_BYTES = 1 << 20  # a voice prompt .npz: 30 s of codes are 48 kB
 MAX_UPLOAD = "20mb"  # any upload to the Space
+# the rates an answer may be resampled to (the model makes 24 kHz): telephony to video
+MIN_SAMPLE_RATE, MAX_SAMPLE_RATE = 8_000, 48_000
 # requests waiting for their turn in a server, all doors together; more are turned away
 MAX_WAITING = 32
 # generations under way at once in a server, taking turns on the CPU (server/turns.py): each

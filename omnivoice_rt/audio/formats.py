@@ -2,10 +2,14 @@
 and a writer that turns pieces of speech into bytes as they are made; ``pcm16``, the 16-bit
 samples every door writes.
 
-    writer = AudioWriter("mp3", 24000, streamed=True)
+    writer = AudioWriter("mp3", 24000, streamed=True, rate=16000)
     for piece in voice.stream(text):
         send(writer.write(piece.waveform))
     send(writer.close())
+
+``rate``: the rate the bytes are at (``check_rate``: 8 to 48 kHz, a format's own set where it has
+one), resampled by one streaming resampler (soxr) through every piece and flushed at ``close``:
+the same samples as the whole resampled at once.
 
 Streamed, ``pcm`` is raw samples, ``wav`` a header that leaves its sizes open (0xFFFFFFFF, as
 OpenAI's streamed wav) then raw samples, ``mp3`` and ``opus`` the encoder's frames as it makes
@@ -21,6 +25,8 @@ import struct
 import numpy as np
 import soundfile as sf
 
+from omnivoice_rt.limits import MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
+
 # response_format -> (media type, libsndfile format, subtype); pcm is 16-bit little-endian mono, no header.
 FORMATS = {
     "wav": ("audio/wav", "WAV", "PCM_16"),
@@ -31,6 +37,54 @@ FORMATS = {
 }
 # formats whose bytes can leave before the end of the audio
 STREAMED = {"pcm", "wav", "mp3", "opus"}
+# formats that take some rates only (the others: any rate in MIN_SAMPLE_RATE..MAX_SAMPLE_RATE)
+RATES = {
+    "opus": (8000, 12000, 16000, 24000, 48000),
+    "mp3": (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000),
+}
+
+
+def check_rate(response_format: str, rate) -> int:
+    """``rate`` if ``response_format`` can be written at it, else a ValueError naming
+    ``sample_rate`` and the rates it may be."""
+    if isinstance(rate, bool) or not isinstance(rate, int):
+        raise ValueError(
+            f"sample_rate must be a whole number of samples a second, {MIN_SAMPLE_RATE} to "
+            f"{MAX_SAMPLE_RATE}, not {rate!r}"
+        )
+    if not MIN_SAMPLE_RATE <= rate <= MAX_SAMPLE_RATE:
+        raise ValueError(
+            f"sample_rate takes {MIN_SAMPLE_RATE} to {MAX_SAMPLE_RATE} samples a second, not {rate}"
+        )
+    if rate not in RATES.get(response_format, (rate,)):
+        rates = ", ".join(str(r) for r in RATES[response_format])
+        raise ValueError(f"{response_format} is written at {rates} samples a second, not {rate}")
+    return rate
+
+
+class Resampler:
+    """One stream of audio at another rate, piece by piece (soxr's streaming resampler): the
+    pieces ``push`` returns, then ``flush``'s tail, are the whole resampled at once."""
+
+    def __init__(self, source: int, rate: int):
+        import soxr
+
+        self._stream = soxr.ResampleStream(source, rate, 1, dtype="float32", quality="HQ")
+
+    def push(self, waveform: np.ndarray) -> np.ndarray:
+        return self._stream.resample_chunk(np.ascontiguousarray(waveform, dtype=np.float32))
+
+    def flush(self) -> np.ndarray:
+        return self._stream.resample_chunk(np.zeros(0, np.float32), last=True)
+
+
+def resampled(waveform: np.ndarray, source: int, rate: int) -> np.ndarray:
+    """A whole (N,) or (1, N) waveform at ``rate`` (itself where ``rate`` is ``source``)."""
+    if rate == source:
+        return waveform
+    samples = np.asarray(waveform, dtype=np.float32).reshape(-1)
+    resampler = Resampler(source, rate)
+    return np.concatenate([resampler.push(samples), resampler.flush()])
 
 
 def available_formats() -> list[str]:
@@ -61,14 +115,19 @@ def wav_header(sample_rate: int, data_bytes: int = 0xFFFFFFFF) -> bytes:
 
 class AudioWriter:
     """Bytes of one audio file, written piece by piece: ``write`` returns what can be sent now
-    (nothing when not streamed), ``close`` the rest."""
+    (nothing when not streamed), ``close`` the rest. The pieces come at ``sample_rate``; the
+    bytes are at ``rate`` (None: the same), which ``self.sample_rate`` then says."""
 
-    def __init__(self, response_format: str, sample_rate: int, streamed: bool = True):
+    def __init__(
+        self, response_format: str, sample_rate: int, streamed: bool = True, rate: int | None = None
+    ):
         if response_format not in FORMATS:
             raise ValueError(
                 f"unknown audio format {response_format!r}; choose one of {', '.join(FORMATS)}"
             )
-        self.format, self.sample_rate = response_format, sample_rate
+        rate = sample_rate if rate is None else check_rate(response_format, rate)
+        self._resampler = Resampler(sample_rate, rate) if rate != sample_rate else None
+        self.format, self.sample_rate = response_format, rate
         self.streamed = streamed and response_format in STREAMED
         self._pieces: list[np.ndarray] = []  # kept until close when not streamed
         self._buffer: io.BytesIO | None = None
@@ -77,7 +136,18 @@ class AudioWriter:
         self._started = False
 
     def write(self, waveform: np.ndarray) -> bytes:
-        samples = pcm16(np.asarray(waveform, dtype=np.float32).reshape(-1))
+        waveform = np.asarray(waveform, dtype=np.float32).reshape(-1)
+        if self._resampler is not None:
+            waveform = self._resampler.push(waveform)
+        return self._write(pcm16(waveform))
+
+    def close(self) -> bytes:
+        tail = b""
+        if self._resampler is not None:  # what the resampler still holds
+            tail = self._write(pcm16(self._resampler.flush()))
+        return tail + self._close()
+
+    def _write(self, samples: np.ndarray) -> bytes:
         if not self.streamed:
             self._pieces.append(samples)
             return b""
@@ -96,7 +166,7 @@ class AudioWriter:
         self._file.write(samples)
         return self._new_bytes()
 
-    def close(self) -> bytes:
+    def _close(self) -> bytes:
         if self.streamed:
             if self._file is None:
                 return b""

@@ -35,7 +35,7 @@ from fastapi.responses import Response, StreamingResponse
 from starlette.requests import ClientDisconnect
 
 from omnivoice_rt import captions
-from omnivoice_rt.audio.formats import FORMATS, AudioWriter, available_formats
+from omnivoice_rt.audio.formats import FORMATS, AudioWriter, available_formats, check_rate
 from omnivoice_rt.errors import Cancelled
 from omnivoice_rt.limits import BODY_TIMEOUT_S, SEND_TIMEOUT_S
 from omnivoice_rt.request import (
@@ -78,6 +78,7 @@ class SpeechRequest:
     sse: bool
     sentences: bool
     captions: bool = False  # answer JSON: the audio (base64) and where each piece lies in it
+    sample_rate: int | None = None  # the audio's rate (None: the model's, 24 kHz)
 
 
 class OpenAIDoor:
@@ -159,6 +160,11 @@ class OpenAIDoor:
                 f"Unsupported response_format {quoted(fmt)}; this server writes {', '.join(self.formats)}.",
                 param="response_format",
             )
+        try:  # before the line: a rate the format cannot take is refused at once
+            rate = body.get("sample_rate")
+            rate = None if rate is None else check_rate(fmt, rate)
+        except ValueError as exc:
+            raise ApiError(400, f"{exc}.", param="sample_rate") from exc
         stream_format = optional(body, "stream_format", str) or "audio"
         if stream_format not in ("audio", "sse"):
             raise ApiError(
@@ -198,6 +204,7 @@ class OpenAIDoor:
             sse=stream_format == "sse",
             sentences=optional(body, "sentences", bool) or False,
             captions=optional(body, "captions", bool) or False,
+            sample_rate=rate,
         )
 
     def check_key(self, request: Request) -> None:
@@ -347,7 +354,9 @@ class SpeechJob:
             for piece in self._all_pieces():
                 if writer is None:
                     streamed = piece.metadata["pieces_in_request"] > 1 and not whole
-                    writer = AudioWriter(request.response_format, piece.sample_rate, streamed)
+                    writer = AudioWriter(
+                        request.response_format, piece.sample_rate, streamed, request.sample_rate
+                    )
                 placed += [caption.moved(at) for caption in piece.captions]
                 at += piece.waveform.shape[-1]
                 data = writer.write(piece.waveform)

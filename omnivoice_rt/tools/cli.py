@@ -40,10 +40,25 @@ def _load(args, matmul: str | None = None):
     return voice
 
 
-def _write(path: str, waveform, rate: int) -> None:
+def _write(path: str, waveform, rate: int, asked: int | None = None) -> None:
+    """``waveform`` (at ``rate``) into ``path``, at ``asked`` where given (``--sample-rate``)."""
     import soundfile as sf
 
-    sf.write(path, waveform, rate)
+    from omnivoice_rt.audio.formats import resampled
+
+    if asked is not None:
+        waveform, rate = resampled(waveform, rate, asked), asked
+    sf.write(path, waveform.reshape(-1), rate)
+
+
+def _output_rate(args) -> int | None:
+    """``--sample-rate``, checked against the output file's format before any model loads."""
+    if args.sample_rate is None:
+        return None
+    from omnivoice_rt.audio.formats import check_rate
+
+    kind = {".mp3": "mp3", ".opus": "opus", ".ogg": "opus"}.get(Path(args.output).suffix.lower())
+    return check_rate(kind or "wav", args.sample_rate)
 
 
 def cmd_synthesize(args) -> int:
@@ -52,6 +67,7 @@ def cmd_synthesize(args) -> int:
     options = {name: getattr(args, name) for name in OPTIONS}
     request = door_request(options)
     kind = captions.format_of(args.captions) if args.captions else None  # before the model
+    rate = _output_rate(args)
     voice = _load(args)
 
     def progress(done: int, total: int) -> None:
@@ -59,7 +75,7 @@ def cmd_synthesize(args) -> int:
 
     speech = voice.generate(request, progress=progress)
     print(file=sys.stderr)
-    _write(args.output, speech.waveform, speech.sample_rate)
+    _write(args.output, speech.waveform, speech.sample_rate, rate)
     if kind:
         Path(args.captions).write_text(captions.write(speech.captions, kind), encoding="utf-8")
     meta = speech.metadata
@@ -323,7 +339,16 @@ def asr_flag(p, help: str = "speech recogniser when --ref-text is left out") -> 
 
 
 def synthesize_flags(p) -> None:
+    from omnivoice_rt.limits import MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
+
     p.add_argument("--output", required=True)
+    p.add_argument(
+        "--sample-rate",
+        type=int,
+        metavar="HZ",
+        help=f"write the audio at this rate, {MIN_SAMPLE_RATE} to {MAX_SAMPLE_RATE} (default: the "
+        "model's 24000; an .mp3 or .opus file at its format's own rates)",
+    )
     p.add_argument(
         "--captions",
         metavar="FILE",

@@ -1,0 +1,125 @@
+"""Audio at the rate asked (``sample_rate``; issue 53's formats and rates): the OpenAI door's
+answers, streamed and whole, decoded by FFmpeg (a decoder other than libsndfile, which writes
+them), at the rate asked and as long as the model's audio within the codec's frames; a rate a
+format cannot take is a 400 naming ``sample_rate``; the command line's ``--sample-rate``."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+
+import httpx
+import numpy as np
+import pytest
+import soundfile as sf
+import soxr
+
+from omnivoice_rt.audio.formats import AudioWriter, check_rate
+from tests.conftest import ROOT
+
+RATE = 24_000
+TEXT = "The train leaves at nine. Please be on time."
+# the longest a format's encoder may add at its end, in seconds: two of its frames
+FRAMES = {"wav": 0.0, "flac": 0.0, "pcm": 0.0, "mp3": 2 * 1152 / 8000, "opus": 2 * 0.02}
+
+
+def test_pieces_resampled_one_stream_are_the_whole_resampled_at_once():
+    samples = np.random.default_rng(0).uniform(-0.5, 0.5, RATE * 3).astype(np.float32)
+    writer = AudioWriter("pcm", RATE, streamed=True, rate=16_000)
+    made = b"".join(writer.write(samples[i : i + 7_000]) for i in range(0, samples.size, 7_000))
+    made += writer.close()
+    whole = soxr.resample(samples, RATE, 16_000, quality="HQ")
+    expected = np.round(np.clip(whole, -1, 1) * 32767).astype(np.int16)
+    np.testing.assert_array_equal(np.frombuffer(made, np.int16), expected)
+    assert writer.sample_rate == 16_000 and expected.size == samples.size * 2 // 3
+
+
+@pytest.mark.parametrize(
+    "fmt, rate, words",
+    [
+        ("wav", 7_999, "sample_rate takes 8000 to 48000"),
+        ("wav", 96_000, "sample_rate takes 8000 to 48000"),
+        ("opus", 44_100, "opus is written at 8000, 12000, 16000, 24000, 48000"),
+        ("mp3", 11_000, "mp3 is written at 8000, 11025"),
+        ("wav", "16000", "must be a whole number"),
+        ("wav", True, "must be a whole number"),
+    ],
+)
+def test_a_rate_a_format_cannot_take_names_the_rates_it_can(fmt, rate, words):
+    with pytest.raises(ValueError, match=words):
+        check_rate(fmt, rate)
+
+
+def probe(data: bytes) -> tuple[int, float]:
+    """The rate and the duration FFmpeg decodes ``data`` to."""
+    decoded = subprocess.run(
+        ["ffmpeg", "-v", "error", "-i", "pipe:0", "-f", "s16le", "-ac", "1", "pipe:1"],
+        input=data,
+        capture_output=True,
+        check=True,
+    ).stdout
+    info = subprocess.run(
+        ["ffprobe", "-v", "error", "-show_streams", "-of", "json", "pipe:0"],
+        input=data,
+        capture_output=True,
+        check=True,
+    ).stdout
+    rate = int(json.loads(info)["streams"][0]["sample_rate"])
+    return rate, len(decoded) / 2 / rate
+
+
+def speech(url: str, **fields) -> httpx.Response:
+    body = {"model": "tts-1", "voice": "auto", "input": TEXT, "seed": 3, **fields}
+    return httpx.post(f"{url}/v1/audio/speech", json=body, timeout=300)
+
+
+@pytest.mark.parametrize(
+    "fmt, rate",
+    [("wav", 16_000), ("flac", 44_100), ("mp3", 22_050), ("opus", 48_000), ("pcm", 8_000)],
+)
+@pytest.mark.parametrize("sentences", [False, True])
+def test_the_openai_door_answers_at_the_rate_asked(app_server, fmt, rate, sentences):
+    model = speech(app_server, response_format="wav", sentences=sentences)
+    seconds = sf.info(io.BytesIO(model.content)).duration
+    answer = speech(app_server, response_format=fmt, sample_rate=rate, sentences=sentences)
+    assert answer.status_code == 200, answer.text
+    if fmt == "pcm":
+        made = np.frombuffer(answer.content, np.int16)
+        assert made.size == round(seconds * rate)
+        return
+    decoded_rate, decoded = probe(answer.content)
+    assert decoded_rate == rate
+    assert seconds - 1 / rate <= decoded <= seconds + FRAMES[fmt] + 0.01, (decoded, seconds)
+
+
+@pytest.mark.parametrize(
+    "fields, words",
+    [
+        ({"sample_rate": 4_000}, "sample_rate takes 8000 to 48000"),
+        ({"response_format": "opus", "sample_rate": 22_050}, "opus is written at"),
+        ({"sample_rate": "fast"}, "must be a whole number"),
+    ],
+)
+def test_a_rate_the_door_cannot_write_is_a_400_naming_it(app_server, fields, words):
+    answer = speech(app_server, **fields)
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["param"] == "sample_rate" and words in error["message"], error
+
+
+def test_the_command_line_writes_at_the_rate_asked(cpu_artifacts, tmp_path):
+    def cli(*args):
+        command = [sys.executable, "-m", "omnivoice_rt", "synthesize", *args]
+        return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+    model = ["--model-dir", str(cpu_artifacts), "--text", "Hello there.", "--seed", "1"]
+    out = tmp_path / "out.wav"
+    done = cli(*model, "--duration", "2", "--sample-rate", "8000", "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    info = sf.info(out)
+    assert info.samplerate == 8000 and abs(info.duration - 2.0) < 0.3
+    refused = cli(*model, "--sample-rate", "44100", "--output", str(tmp_path / "out.opus"))
+    assert refused.returncode != 0 and "opus is written at" in refused.stderr
+    assert "Traceback" not in refused.stderr
