@@ -12,9 +12,10 @@ one), resampled by one streaming resampler (soxr) through every piece and flushe
 the same samples as the whole resampled at once.
 
 Streamed, ``pcm`` is raw samples, ``wav`` a header that leaves its sizes open (0xFFFFFFFF, as
-OpenAI's streamed wav) then raw samples, ``mp3`` and ``opus`` the encoder's frames as it makes
-them; ``flac`` is written whole at the end (its header is rewritten on closing). Not streamed,
-every format is one complete file, written at ``close``.
+OpenAI's streamed wav) then raw samples, ``mp3``, ``opus`` and ``aac`` (ADTS) the encoder's
+frames as it makes them; ``flac`` is written whole at the end (its header is rewritten on
+closing). Not streamed, every format is one complete file, written at ``close``. libsndfile
+writes all but ``aac``, which FFmpeg's encoder writes through PyAV (``pip install av``).
 """
 
 from __future__ import annotations
@@ -33,15 +34,18 @@ FORMATS = {
     "mp3": ("audio/mpeg", "MP3", "MPEG_LAYER_III"),
     "flac": ("audio/flac", "FLAC", "PCM_16"),
     "opus": ("audio/ogg", "OGG", "OPUS"),
+    "aac": ("audio/aac", "ADTS", "aac"),  # FFmpeg's, through PyAV
     "pcm": ("audio/pcm", None, None),
 }
 # formats whose bytes can leave before the end of the audio
-STREAMED = {"pcm", "wav", "mp3", "opus"}
+STREAMED = {"pcm", "wav", "mp3", "opus", "aac"}
 # formats that take some rates only (the others: any rate in MIN_SAMPLE_RATE..MAX_SAMPLE_RATE)
 RATES = {
     "opus": (8000, 12000, 16000, 24000, 48000),
     "mp3": (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000),
+    "aac": (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000),
 }
+AAC_BIT_RATE = 64_000  # mono speech: transparent enough, a third of 24 kHz 16-bit pcm's
 
 
 def check_rate(response_format: str, rate) -> int:
@@ -88,15 +92,55 @@ def resampled(waveform: np.ndarray, source: int, rate: int) -> np.ndarray:
 
 
 def available_formats() -> list[str]:
-    """The formats this machine's libsndfile writes (mp3 and opus need libsndfile 1.1 or later)."""
-    writable = sf.available_formats()
-    return [
-        name
-        for name, (_, container, subtype) in FORMATS.items()
-        if container is None
-        or subtype in sf.available_subtypes(container)
-        and container in writable
-    ]
+    """The formats this machine writes (mp3 and opus need libsndfile 1.1 or later, aac PyAV)."""
+    return [name for name in FORMATS if not missing_encoder(name)]
+
+
+def missing_encoder(response_format: str) -> str:
+    """What this machine lacks to write ``response_format`` ('' where nothing)."""
+    _, container, subtype = FORMATS[response_format]
+    if container is None:
+        return ""
+    if container == "ADTS":
+        try:
+            import av
+        except ImportError:
+            return "aac is encoded by FFmpeg through PyAV, which is not installed: pip install av"
+        return "" if "aac" in av.codecs_available else "this PyAV's FFmpeg has no aac encoder"
+    if container in sf.available_formats() and subtype in sf.available_subtypes(container):
+        return ""
+    return f"this machine's libsndfile {sf.__libsndfile_version__} does not write {response_format}"
+
+
+class AacFile:
+    """An ADTS stream of AAC frames written into ``buffer`` as 16-bit mono samples come
+    (FFmpeg's encoder through PyAV), as ``soundfile.SoundFile`` writes the other formats."""
+
+    def __init__(self, buffer: io.BytesIO, sample_rate: int):
+        import av
+
+        self._av, self.sample_rate = av, sample_rate
+        self._container = av.open(buffer, "w", format="adts")
+        self._stream = self._container.add_stream("aac", rate=sample_rate)
+        self._stream.codec_context.layout = "mono"
+        self._stream.bit_rate = AAC_BIT_RATE
+
+    def write(self, samples: np.ndarray) -> None:
+        if not samples.size:
+            return
+        frame = self._av.AudioFrame.from_ndarray(
+            samples.reshape(1, -1), format="s16", layout="mono"
+        )
+        frame.sample_rate = self.sample_rate
+        self._mux(frame)
+
+    def close(self) -> None:
+        self._mux(None)  # the encoder's last frames
+        self._container.close()
+
+    def _mux(self, frame) -> None:
+        for packet in self._stream.encode(frame):
+            self._container.mux(packet)
 
 
 def pcm16(waveform: np.ndarray) -> np.ndarray:
@@ -158,13 +202,17 @@ class AudioWriter:
             self._started = True
             return header + samples.tobytes()
         if self._file is None:
-            _, container, subtype = FORMATS[self.format]
             self._buffer = io.BytesIO()
-            self._file = sf.SoundFile(
-                self._buffer, "w", self.sample_rate, 1, subtype, format=container
-            )
+            self._file = self._open(self._buffer)
         self._file.write(samples)
         return self._new_bytes()
+
+    def _open(self, buffer: io.BytesIO):
+        """The encoder of this format, writing into ``buffer``."""
+        _, container, subtype = FORMATS[self.format]
+        if container == "ADTS":
+            return AacFile(buffer, self.sample_rate)
+        return sf.SoundFile(buffer, "w", self.sample_rate, 1, subtype, format=container)
 
     def _close(self) -> bytes:
         if self.streamed:
@@ -177,9 +225,10 @@ class AudioWriter:
             return samples.tobytes()
         if self.format == "wav":
             return wav_header(self.sample_rate, samples.nbytes) + samples.tobytes()
-        _, container, subtype = FORMATS[self.format]
         buffer = io.BytesIO()
-        sf.write(buffer, samples, self.sample_rate, subtype=subtype, format=container)
+        encoder = self._open(buffer)
+        encoder.write(samples)
+        encoder.close()
         return buffer.getvalue()
 
     def _new_bytes(self) -> bytes:

@@ -35,7 +35,13 @@ from fastapi.responses import Response, StreamingResponse
 from starlette.requests import ClientDisconnect
 
 from omnivoice_rt import captions
-from omnivoice_rt.audio.formats import FORMATS, AudioWriter, available_formats, check_rate
+from omnivoice_rt.audio.formats import (
+    FORMATS,
+    AudioWriter,
+    available_formats,
+    check_rate,
+    missing_encoder,
+)
 from omnivoice_rt.errors import Cancelled
 from omnivoice_rt.limits import BODY_TIMEOUT_S, SEND_TIMEOUT_S
 from omnivoice_rt.request import (
@@ -155,9 +161,11 @@ class OpenAIDoor:
             raise ApiError(400, str(exc), param="voice") from exc
         fmt = optional(body, "response_format", str) or "mp3"
         if fmt not in self.formats:
+            missing = f" ({missing_encoder(fmt)})" if fmt in FORMATS else ""
             raise ApiError(
                 400,
-                f"Unsupported response_format {quoted(fmt)}; this server writes {', '.join(self.formats)}.",
+                f"Unsupported response_format {quoted(fmt)}{missing}; this server writes "
+                f"{', '.join(self.formats)}.",
                 param="response_format",
             )
         try:  # before the line: a rate the format cannot take is refused at once

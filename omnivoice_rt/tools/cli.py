@@ -40,25 +40,35 @@ def _load(args, matmul: str | None = None):
     return voice
 
 
+# output files whose suffix names a format of their own (others: what libsndfile makes of it)
+SUFFIXES = {".mp3": "mp3", ".opus": "opus", ".ogg": "opus", ".aac": "aac"}
+
+
 def _write(path: str, waveform, rate: int, asked: int | None = None) -> None:
-    """``waveform`` (at ``rate``) into ``path``, at ``asked`` where given (``--sample-rate``)."""
+    """``waveform`` (at ``rate``) into ``path``, at ``asked`` where given (``--sample-rate``);
+    an .aac file as ADTS (FFmpeg's encoder through PyAV)."""
     import soundfile as sf
 
-    from omnivoice_rt.audio.formats import resampled
+    from omnivoice_rt.audio.formats import AudioWriter, resampled
 
+    if Path(path).suffix.lower() == ".aac":
+        writer = AudioWriter("aac", rate, streamed=False, rate=asked)
+        Path(path).write_bytes(writer.write(waveform) + writer.close())
+        return
     if asked is not None:
         waveform, rate = resampled(waveform, rate, asked), asked
     sf.write(path, waveform.reshape(-1), rate)
 
 
 def _output_rate(args) -> int | None:
-    """``--sample-rate``, checked against the output file's format before any model loads."""
-    if args.sample_rate is None:
-        return None
-    from omnivoice_rt.audio.formats import check_rate
+    """``--sample-rate``, checked against the output file's format (and an encoder the format
+    needs, present) before any model loads."""
+    from omnivoice_rt.audio.formats import check_rate, missing_encoder
 
-    kind = {".mp3": "mp3", ".opus": "opus", ".ogg": "opus"}.get(Path(args.output).suffix.lower())
-    return check_rate(kind or "wav", args.sample_rate)
+    kind = SUFFIXES.get(Path(args.output).suffix.lower(), "wav")
+    if kind == "aac" and missing_encoder(kind):
+        raise ValueError(f"{args.output}: {missing_encoder(kind)}")
+    return None if args.sample_rate is None else check_rate(kind, args.sample_rate)
 
 
 def cmd_synthesize(args) -> int:

@@ -307,7 +307,7 @@ def test_models_list_precisions_and_openai_names(client):
         ({"input": "x" * 10_001}, openai.BadRequestError, "input", "limit is 10000"),
         ({"voice": "bob"}, openai.BadRequestError, "voice", "Unknown voice 'bob'"),
         (
-            {"response_format": "aac"},
+            {"response_format": "wma"},
             openai.BadRequestError,
             "response_format",
             "this server writes wav",

@@ -21,8 +21,8 @@ from tests.conftest import ROOT
 
 RATE = 24_000
 TEXT = "The train leaves at nine. Please be on time."
-# the longest a format's encoder may add at its end, in seconds: two of its frames
-FRAMES = {"wav": 0.0, "flac": 0.0, "pcm": 0.0, "mp3": 2 * 1152 / 8000, "opus": 2 * 0.02}
+# what a format's encoder may add (its delay and padding): two of its frames, in samples
+FRAMES = {"wav": 0, "flac": 0, "pcm": 0, "mp3": 2 * 1152, "aac": 2 * 1024}
 
 
 def test_pieces_resampled_one_stream_are_the_whole_resampled_at_once():
@@ -52,6 +52,16 @@ def test_a_rate_a_format_cannot_take_names_the_rates_it_can(fmt, rate, words):
         check_rate(fmt, rate)
 
 
+def test_a_machine_without_pyav_says_what_aac_needs():
+    script = (
+        "import sys; sys.modules['av'] = None\n"
+        "from omnivoice_rt.audio.formats import available_formats, missing_encoder\n"
+        "print('aac' in available_formats(), missing_encoder('aac'))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT)
+    assert done.stdout.startswith("False ") and "pip install av" in done.stdout, done.stderr
+
+
 def probe(data: bytes) -> tuple[int, float]:
     """The rate and the duration FFmpeg decodes ``data`` to."""
     decoded = subprocess.run(
@@ -77,7 +87,15 @@ def speech(url: str, **fields) -> httpx.Response:
 
 @pytest.mark.parametrize(
     "fmt, rate",
-    [("wav", 16_000), ("flac", 44_100), ("mp3", 22_050), ("opus", 48_000), ("pcm", 8_000)],
+    [
+        ("wav", 16_000),
+        ("flac", 44_100),
+        ("mp3", 22_050),
+        ("opus", 48_000),
+        ("pcm", 8_000),
+        ("aac", 16_000),
+        ("aac", 44_100),
+    ],
 )
 @pytest.mark.parametrize("sentences", [False, True])
 def test_the_openai_door_answers_at_the_rate_asked(app_server, fmt, rate, sentences):
@@ -91,7 +109,8 @@ def test_the_openai_door_answers_at_the_rate_asked(app_server, fmt, rate, senten
         return
     decoded_rate, decoded = probe(answer.content)
     assert decoded_rate == rate
-    assert seconds - 1 / rate <= decoded <= seconds + FRAMES[fmt] + 0.01, (decoded, seconds)
+    extra = 0.04 if fmt == "opus" else FRAMES[fmt] / rate  # opus: two 20 ms frames
+    assert seconds - 1 / rate <= decoded <= seconds + extra + 1 / rate, (decoded, seconds)
 
 
 @pytest.mark.parametrize(
@@ -123,3 +142,9 @@ def test_the_command_line_writes_at_the_rate_asked(cpu_artifacts, tmp_path):
     refused = cli(*model, "--sample-rate", "44100", "--output", str(tmp_path / "out.opus"))
     assert refused.returncode != 0 and "opus is written at" in refused.stderr
     assert "Traceback" not in refused.stderr
+    aac = tmp_path / "out.aac"
+    done = cli(*model, "--duration", "2", "--sample-rate", "16000", "--output", str(aac))
+    assert done.returncode == 0, done.stderr
+    rate, seconds = probe(aac.read_bytes())
+    wav = info.duration  # the same request's, as a wav at 8 kHz
+    assert rate == 16000 and wav - 1 / 8000 <= seconds <= wav + FRAMES["aac"] / rate + 1 / 8000
