@@ -312,3 +312,31 @@ def test_the_layout_at_a_desktop_and_a_phone_width(browser, app_server, width):
         page.screenshot(path=str(SHOTS / f"9-layout-clone-{width}.png"), full_page=True)
     finally:
         page.close()
+
+
+def test_the_page_says_when_it_waits_for_its_visitors_own_requests(browser, app_server):
+    """A visitor (X-Forwarded-For, as a proxy on this machine reports it) whose two texts are
+    under way clicks Generate: the page waits although two slots are free, says why, then
+    plays its result."""
+    from tests.server.test_clients import A, Speaking, health, wait_for
+
+    headers = {"X-Forwarded-For": A}
+    with browser.new_context(
+        viewport={"width": 1280, "height": 1400}, extra_http_headers=headers
+    ) as context:
+        page = context.new_page()
+        page.goto(app_server, wait_until="networkidle")
+        page.get_by_role("tab", name="Text to speech").click()
+        page.fill("#tts-text textarea", "Hi there.")
+        speaking = Speaking(app_server)
+        for n in range(2):
+            speaking.send(f"a{n}", A)
+        wait_for(lambda: health(app_server)["serving"] == 2)
+        page.click("#tts-generate")
+        page.wait_for_function(
+            "() => document.body.innerText.includes('Waiting for your own requests')",
+            timeout=60_000,
+        )
+        assert (health(app_server)["serving"], health(app_server)["waiting"]) == (2, 1)
+        wait_for_result(page, "", "int4")
+        speaking.join()
