@@ -39,12 +39,10 @@ FORMATS = {
 }
 # formats whose bytes can leave before the end of the audio
 STREAMED = {"pcm", "wav", "mp3", "opus", "aac"}
-# formats that take some rates only (the others: any rate in MIN_SAMPLE_RATE..MAX_SAMPLE_RATE)
-RATES = {
-    "opus": (8000, 12000, 16000, 24000, 48000),
-    "mp3": (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000),
-    "aac": (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000),
-}
+# formats that take some rates only (the others: any rate in MIN_SAMPLE_RATE..MAX_SAMPLE_RATE):
+# Opus its own five, MP3 and AAC the MPEG standard rates
+MPEG_RATES = (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000)
+RATES = {"opus": (8000, 12000, 16000, 24000, 48000), "mp3": MPEG_RATES, "aac": MPEG_RATES}
 AAC_BIT_RATE = 64_000  # mono speech: transparent enough, a third of 24 kHz 16-bit pcm's
 
 

@@ -102,7 +102,7 @@ _arena_registered = False
 def shared_arena() -> None:
     """Register, once per process, the CPU arena every session shares (``SESSION_CONFIG``),
     extended by what is asked rather than by doubling. Four streams made at once on the
-    full-size model (int4, ``balanced``, AMD EPYC Zen 5, 2 cores) peaked at 2.60 GB against
+    full-size model (int4, ``balanced``, AMD EPYC Zen 5, 2 cores, AVX-512 VNNI) peaked at 2.60 GB against
     2.85 GB with an arena per session, as fast (44.2 / 39.8 s against 45.3 / 41.9 s, alternating;
     docs/performance.md "One arena"). The arena keeps what it took until the process ends."""
     global _arena_registered

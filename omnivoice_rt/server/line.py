@@ -193,10 +193,14 @@ class ClientLine(Line):
             if not self._held[client]:
                 del self._held[client]  # bounded by the slots, not by the clients ever seen
 
+    def _waiting_of(self, client: str) -> int:
+        """Requests of ``client`` in line now."""
+        return sum(ticket.client == client for ticket in self._waiting)
+
     def _refuse_surplus(self, client: str | None) -> None:
         super()._refuse_surplus(client)
         if client is not None:
-            mine = sum(ticket.client == client for ticket in self._waiting)
+            mine = self._waiting_of(client)
             if mine >= self.share:
                 raise Busy(
                     f"The server is busy with your requests: {mine} are waiting already, the most "
@@ -208,5 +212,5 @@ class ClientLine(Line):
         """Those in line before it and those served that come before it: the slots, or, where its
         client holds all its own, only those slots (other clients' pass it)."""
         if client is not None and not self._may_hold(client):
-            return sum(ticket.client == client for ticket in self._waiting) + self.per_client
+            return self._waiting_of(client) + self.per_client
         return super()._ahead(client)

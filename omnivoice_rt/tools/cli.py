@@ -66,8 +66,9 @@ def _output_rate(args) -> int | None:
     from omnivoice_rt.audio.formats import check_rate, missing_encoder
 
     kind = SUFFIXES.get(Path(args.output).suffix.lower(), "wav")
-    if kind == "aac" and missing_encoder(kind):
-        raise ValueError(f"{args.output}: {missing_encoder(kind)}")
+    missing = missing_encoder(kind) if kind == "aac" else ""
+    if missing:
+        raise ValueError(f"{args.output}: {missing}")
     return None if args.sample_rate is None else check_rate(kind, args.sample_rate)
 
 
@@ -357,7 +358,7 @@ def synthesize_flags(p) -> None:
         type=int,
         metavar="HZ",
         help=f"write the audio at this rate, {MIN_SAMPLE_RATE} to {MAX_SAMPLE_RATE} (default: the "
-        "model's 24000; an .mp3 or .opus file at its format's own rates)",
+        "model's 24000; an .mp3, .opus or .aac file at its format's own rates)",
     )
     p.add_argument(
         "--captions",
