@@ -216,7 +216,7 @@ class OmniVoiceONNX:
         waves = []
         for _piece, codes in made:
             job.steps.between(0.0)
-            waves.append(self.codec.decode(codes))
+            waves.append(self.codec.decode(codes, boundary=lambda: job.steps.between(0.0)))
         decoded = time.perf_counter()
         placed = []  # each segment's waveform and captions
         for segment in range(len(job.silences) - 1):
@@ -271,7 +271,7 @@ class OmniVoiceONNX:
         segment = -1
         for index, (piece, codes) in enumerate(self._unmask(job)):
             unmasked = time.perf_counter()
-            raw = self.codec.decode(codes)
+            raw = self.codec.decode(codes, boundary=lambda: job.steps.between(0.0))
             decoded = time.perf_counter()
             job.steps.between(0.0)
             waveform, where = self._post_process(raw, job.ref_rms, job.settings)

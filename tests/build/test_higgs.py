@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+from omnivoice_rt.engine.codec import DECODE_FRAMES
 from omnivoice_rt.engine.sessions import load_graphs
 
 
@@ -77,6 +78,22 @@ def test_fp32_decode_matches_upstream(fp32_artifacts, higgs):
     expected = upstream_decode(higgs, codes)
     actual = onnx_decode(codec, codes)
     assert actual.shape == expected.shape == (1, 1, 40 * 960)
+    assert np.abs(actual - expected).max() <= 1e-4 * np.abs(expected).max()
+
+
+def test_fp32_decode_in_windows_matches_upstream(fp32_artifacts, higgs):
+    """A long piece is decoded in windows (``DECODE_FRAMES`` and the measured reach either side):
+    its samples are those of one call of the decoder, and upstream's within the tolerance above."""
+    codec = load_graphs(fp32_artifacts, "fp32")[1]
+    frames = 2 * DECODE_FRAMES + 40
+    codes = upstream_encode(higgs, test_waveform(frames, seed=3))
+    expected = upstream_decode(higgs, codes)
+    windows = []
+    actual = codec.decode(codes[0], boundary=lambda: windows.append(1))[None]
+    assert codec.reach is not None and 0 < codec.reach < DECODE_FRAMES
+    assert len(windows) == 2  # three windows, a boundary between each two
+    assert actual.shape == expected.shape == (1, 1, frames * 960)
+    np.testing.assert_array_equal(actual[0], codec._decode(codes[0]))
     assert np.abs(actual - expected).max() <= 1e-4 * np.abs(expected).max()
 
 
