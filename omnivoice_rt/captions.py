@@ -10,12 +10,14 @@ trimming, fades and pauses), exact: ``start_sample`` to ``end_sample``. ``text``
 model read (numbers as words, with ``normalize_text``), ``written`` the text as written where it
 is known (a piece that is its whole segment, or one that normalization did not change), else
 None; the files show ``written`` where known. Times of words within a piece are not claimed.
+``speaker`` names who says it (a dialogue script's turn, a dub's "Name:" cue): SRT writes
+"Name: text", WebVTT its voice tag ``<v Name>``, JSON a ``speaker`` field.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 FORMATS = ("srt", "vtt", "json")
@@ -34,6 +36,7 @@ class Caption:
     sample_rate: int
     text: str  # as the model read it
     written: str | None = None  # as written, where known
+    speaker: str | None = None  # who says it, in a dialogue script or a dub's "Name:" cue
 
     @property
     def start(self) -> float:
@@ -49,14 +52,25 @@ class Caption:
         """The text a caption file shows: as written where known, on one line."""
         return " ".join((self.written or self.text).split())
 
+    def at_rate(self, rate: int, ahead: int, length: int) -> Caption:
+        """This caption in its audio resampled to ``rate``, whose first sample is at ``ahead``
+        of an output ``length`` samples long (a streaming resampler's delay moves it): the same
+        seconds, in the output's samples, within it."""
+
+        def sample(at: int) -> int:
+            return min(max(round(at * rate / self.sample_rate) + ahead, 0), length)
+
+        return replace(
+            self,
+            start_sample=sample(self.start_sample),
+            end_sample=sample(self.end_sample),
+            sample_rate=rate,
+        )
+
     def moved(self, samples: int) -> Caption:
         """This caption ``samples`` later (a piece placed after others)."""
-        return Caption(
-            self.start_sample + samples,
-            self.end_sample + samples,
-            self.sample_rate,
-            self.text,
-            self.written,
+        return replace(
+            self, start_sample=self.start_sample + samples, end_sample=self.end_sample + samples
         )
 
 
@@ -76,13 +90,14 @@ def write(captions: list[Caption], kind: str) -> str:
     if kind == "srt":
         return "".join(
             f"{n}\n{_clock(c.start_sample, c.sample_rate, ',')} --> "
-            f"{_clock(c.end_sample, c.sample_rate, ',')}\n{c.shown}\n\n"
+            f"{_clock(c.end_sample, c.sample_rate, ',')}\n"
+            f"{c.speaker + ': ' if c.speaker else ''}{c.shown}\n\n"
             for n, c in enumerate(captions, 1)
         )
     if kind == "vtt":
         cues = "".join(
             f"{n}\n{_clock(c.start_sample, c.sample_rate, '.')} --> "
-            f"{_clock(c.end_sample, c.sample_rate, '.')}\n{_vtt_text(c.shown)}\n\n"
+            f"{_clock(c.end_sample, c.sample_rate, '.')}\n{_voice(c)}{_vtt_text(c.shown)}\n\n"
             for n, c in enumerate(captions, 1)
         )
         return "WEBVTT\n\n" + cues
@@ -102,6 +117,7 @@ def as_json(captions: list[Caption]) -> list[dict]:
             "sample_rate": c.sample_rate,
             "text": c.text,
             "written": c.written,
+            **({"speaker": c.speaker} if c.speaker else {}),
         }
         for c in captions
     ]
@@ -110,7 +126,14 @@ def as_json(captions: list[Caption]) -> list[dict]:
 def from_json(entries: list[dict]) -> list[Caption]:
     """Captions from :func:`as_json`'s values."""
     return [
-        Caption(e["start_sample"], e["end_sample"], e["sample_rate"], e["text"], e["written"])
+        Caption(
+            e["start_sample"],
+            e["end_sample"],
+            e["sample_rate"],
+            e["text"],
+            e["written"],
+            e.get("speaker"),
+        )
         for e in entries
     ]
 
@@ -122,6 +145,12 @@ def _clock(sample: int, rate: int, separator: str) -> str:
     minutes, seconds = divmod(seconds, 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours:02d}:{minutes:02d}:{seconds:02d}{separator}{ms:03d}"
+
+
+def _voice(caption: Caption) -> str:
+    """WebVTT's voice tag naming the caption's speaker (``<v Ann>``), where it has one (a
+    speaker's name has no markup: ``text.script.is_name``)."""
+    return f"<v {caption.speaker}>" if caption.speaker else ""
 
 
 def _vtt_text(text: str) -> str:

@@ -14,7 +14,8 @@ placed so that it starts at the cue's start, in a track as long as the last cue'
 
 Voices: ``options`` (a request's ``OPTIONS``: the voice, the language, the settings) are every
 cue's; a reference is encoded once. With ``speakers`` (a name -> options table, e.g. a voice
-library's), a cue "Name: text" is spoken in that voice. A voice without a reference (the auto
+library's), a cue "Name: text" (or "Name：text", a name in any script: ``text.script.named``)
+is spoken in that voice. A voice without a reference (the auto
 voice, a design) keeps its first cue's voice for its later cues, as a long text keeps its first
 piece's (``Speech.voice_prompt``), so one speaker is one voice throughout.
 
@@ -25,7 +26,6 @@ was spoken at and where it was placed; the warnings (cues out of order, overlapp
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -34,16 +34,14 @@ import numpy as np
 from omnivoice_rt.captions import Caption
 from omnivoice_rt.limits import DUB_MAX_SPEED, MAX_DURATION_S, MAX_SPEED
 from omnivoice_rt.request import Request
+from omnivoice_rt.speakers import encode_voices
+from omnivoice_rt.text import script
 from omnivoice_rt.text.durations import estimate_frames
 from omnivoice_rt.text.markup import pause_seconds
 from omnivoice_rt.text.subtitles import Cue
 from omnivoice_rt.voice_prompt import VoicePrompt
 
 logger = logging.getLogger(__name__)
-
-# "Name: text" at a cue's start, a voice's name as the library spells them
-SPEAKER = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]{0,63}):\s+(\S.*)")
-VOICE_FIELDS = ("instruct", "ref_audio", "ref_text", "voice_prompt")  # a speaker's replace these
 
 
 class DubError(ValueError):
@@ -121,7 +119,7 @@ def dub(
             f"the cues are not in time order (cue {late.number} starts before the one above it): "
             "each is placed at its own time"
         )
-    voices = _voices(voice, options, speakers)
+    voices = encode_voices(voice, options, speakers)
     lines = [_line(cue, voices, speakers, request_of) for cue in ordered]
     warnings += [
         f"cue {line.cue.number} has no text: skipped" for line in lines if not line.request
@@ -134,7 +132,7 @@ def dub(
         "cues": [line.entry() for line in lines],
         "warnings": warnings,
         "max_speed": max_speed,
-        "sample_rate": voice.sample_rate,
+        "sample_rate": lines[0].request.sample_rate or voice.sample_rate,  # the options'
     }
     if failures:
         report["too_long"] = failures
@@ -153,33 +151,11 @@ def dub(
     return _speak(voice, lines, voices, report, progress, should_stop)
 
 
-def _voices(voice, options: dict, speakers: dict[str, dict] | None) -> dict:
-    """Each speaker's options, None the cues' own, with references encoded once (a prompt)."""
-    table = {None: options}
-    for name, theirs in (speakers or {}).items():
-        table[name] = {
-            **{k: v for k, v in options.items() if k not in VOICE_FIELDS},
-            **{k: v for k, v in theirs.items() if v is not None},
-        }
-    encoded = {}
-    for name, mine in table.items():
-        prompt = mine.get("voice_prompt")
-        if isinstance(prompt, str):
-            prompt = VoicePrompt.load(prompt, voice.num_codebooks)
-        elif prompt is None and mine.get("ref_audio") is not None:
-            prompt = voice.create_voice_prompt(
-                mine["ref_audio"], mine.get("ref_text"), language=mine.get("language")
-            )
-        rest = {k: v for k, v in mine.items() if k not in ("ref_audio", "ref_text", "voice_prompt")}
-        encoded[name] = {"options": rest, "prompt": prompt}
-    return encoded
-
-
 def _line(cue: Cue, voices: dict, speakers: dict | None, request_of) -> _Line:
     text, speaker = cue.text, None
-    matched = SPEAKER.fullmatch(text) if speakers is not None else None
+    matched = script.named(text) if speakers is not None else None
     if matched:
-        speaker, text = matched.groups()
+        speaker, text = matched
         if speaker not in voices:
             known = ", ".join(sorted(name for name in voices if name)) or "none"
             raise DubError(
@@ -243,7 +219,7 @@ def _natural(voice, request: Request, prompt: VoicePrompt | None) -> float:
 
 
 def _speak(voice, lines, voices, report, progress, should_stop) -> Dub:
-    rate = voice.sample_rate
+    rate = report["sample_rate"]  # each cue made at it (its request's sample_rate)
     last = max(round(line.cue.end * rate) for line in lines)
     pieces, captions = [], []
     for index, (line, entry) in enumerate(zip(lines, report["cues"], strict=True)):
@@ -261,7 +237,9 @@ def _speak(voice, lines, voices, report, progress, should_stop) -> Dub:
         first, final = speech.captions[0].start_sample, speech.captions[-1].end_sample
         at = round(line.cue.start * rate)
         pieces.append((at, speech.waveform[first:final]))
-        captions.append(Caption(at, at + final - first, rate, request.spoken_text, _written(line)))
+        captions.append(
+            Caption(at, at + final - first, rate, request.spoken_text, _written(line), line.speaker)
+        )
         entry.update(
             placed_start=round(at / rate, 6), placed_end=round((at + final - first) / rate, 6)
         )
@@ -275,4 +253,4 @@ def _speak(voice, lines, voices, report, progress, should_stop) -> Dub:
 
 
 def _written(line: _Line) -> str:
-    return SPEAKER.fullmatch(line.cue.text).group(2) if line.speaker else line.cue.text
+    return script.named(line.cue.text)[1].strip() if line.speaker else line.cue.text

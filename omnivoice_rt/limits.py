@@ -22,6 +22,10 @@ MAX_CUES = 5_000
 MAX_TRACK_S = 6 * 3600.0
 # a dub's fastest speech: a cue whose text needs more to fit its window is reported, not cut
 DUB_MAX_SPEED = 1.5
+MAX_SPEAKERS = 16  # named speakers of one dialogue script
+MAX_SPEAKER_CHARS = 64  # a speaker's name in a script, as a voice's name in the library
+MAX_TURN_PAUSE_S = 5.0  # the silence between two turns of a script
+MAX_SCRIPT_CHARS = 100_000  # a dialogue script; each turn is a request, at most MAX_TEXT_CHARS
 MAX_INSTRUCT_CHARS = 500  # a voice design: at most six short items ("female, low pitch")
 # speaking rate: 1.0 normal; a bound each way keeps the estimate finite
 MIN_SPEED, MAX_SPEED = (0.1, 10.0)

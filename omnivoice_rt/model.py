@@ -30,10 +30,12 @@ from pathlib import Path
 
 import numpy as np
 
+from omnivoice_rt import dialogue
 from omnivoice_rt.artifacts.bidirectional import position_table
 from omnivoice_rt.artifacts.manifest import ArtifactError, Manifest
 from omnivoice_rt.audio import ops as audio_ops
 from omnivoice_rt.audio.asr import Transcriber
+from omnivoice_rt.audio.formats import Resampler
 from omnivoice_rt.audio.reference import encode_reference
 from omnivoice_rt.captions import Caption
 from omnivoice_rt.engine.forward import Backbone, GuidedForward
@@ -58,6 +60,7 @@ from omnivoice_rt.request import (
     options_signature,
 )
 from omnivoice_rt.speech import Speech
+from omnivoice_rt.text.script import has_tags
 from omnivoice_rt.voice_prompt import VoicePrompt
 
 logger = logging.getLogger(__name__)
@@ -191,7 +194,16 @@ class OmniVoiceONNX:
 
     @options_signature
     def generate(
-        self, text: str | Request, *, progress=None, should_stop=None, boundary=None, **options
+        self,
+        text: str | Request,
+        *,
+        progress=None,
+        should_stop=None,
+        boundary=None,
+        speakers: dict[str, dict] | None = None,
+        script: bool = False,
+        turn_pause: float = dialogue.TURN_PAUSE_S,
+        **options,
     ) -> Speech:
         """Speech for ``text``: a :class:`Request`, or a text with the options of ``OPTIONS`` as keyword
         arguments (``language``, ``instruct``, ``ref_audio`` with ``ref_text`` or ``voice_prompt``,
@@ -208,7 +220,16 @@ class OmniVoiceONNX:
         each unmasking step counting the target frames it runs over. Long texts are made
         in ~15 s pieces, joined and post-processed as one waveform, as upstream does; a text's
         pauses (``[pause:1s]``, SSML) split it into segments, each post-processed so, with the
-        silences between them exact to the sample. ``Speech.captions`` says where each piece is."""
+        silences between them exact to the sample. ``Speech.captions`` says where each piece is.
+
+        A dialogue script (:mod:`omnivoice_rt.dialogue`): a text with ``[voice:NAME]`` tags, or
+        ``script=True`` for lines starting ``Name:``, spoken turn by turn in the voices of
+        ``speakers`` (a name -> options table: ``{"Ann": {"instruct": "female"}}``), with
+        ``turn_pause`` seconds between turns; ``progress`` is then told each turn, and each
+        caption names its ``speaker``."""
+        if isinstance(text, str) and (speakers is not None or script or has_tags(text)):
+            made = dialogue.prepare(text, options, speakers, script, turn_pause)
+            return dialogue.speak(self, made, progress, should_stop)
         job = self._prepare(as_request(text, options), progress, should_stop, boundary=boundary)
         job.steps.whole = True  # the work left before a result is all of it
         made = list(self._unmask(job))
@@ -236,7 +257,9 @@ class OmniVoiceONNX:
             "decode": decoded - unmasked,
             "postprocess": time.perf_counter() - decoded,
         }
-        speech = self._speech(waveform, [codes for _p, codes in made], job, timings, captions)
+        speech = self._speech(
+            waveform, [codes for _p, codes in made], job, timings, captions, last=True
+        )
         speech.texts = [piece.text for piece, _codes in made]
         return speech
 
@@ -284,7 +307,9 @@ class OmniVoiceONNX:
             waveform, captions = self._between(waveform[0], captions, before, after, job)
             segment = piece.segment
             timings = {"decode": decoded - unmasked, "postprocess": time.perf_counter() - decoded}
-            speech = self._speech(waveform, [codes], job, timings, captions)
+            speech = self._speech(
+                waveform, [codes], job, timings, captions, last=index == count - 1
+            )
             speech.texts = [piece.text]
             # "pieces": the older name of "pieces_in_request", kept for those who read it
             speech.metadata.update(
@@ -398,6 +423,7 @@ class OmniVoiceONNX:
             started=started,
             timings={},
             normalized_text=request.spoken_text if request.normalized else None,
+            sample_rate=request.sample_rate,
         )
 
     def _unmask(self, job: _Job) -> Iterator[tuple[Piece, np.ndarray]]:
@@ -437,9 +463,12 @@ class OmniVoiceONNX:
         job: _Job,
         timings: dict,
         captions: list[Caption],
+        last: bool,
     ) -> Speech:
-        """A result with what it took: this part's timings, the model's so far, the time since the request."""
-        speech = Speech(waveform, self.sample_rate, chunks, captions=captions)
+        """A result with what it took: this part's timings, the model's so far, the time since
+        the request; at the rate asked (``last``: the request's last result)."""
+        waveform, captions, rate = self._at_rate(waveform, captions, job, last)
+        speech = Speech(waveform, rate, chunks, captions=captions)
         total = time.perf_counter() - job.started
         speech.metadata = {
             "frames": int(sum(c.shape[1] for c in chunks)),
@@ -458,6 +487,21 @@ class OmniVoiceONNX:
         if job.normalized_text is not None:
             speech.metadata["normalized_text"] = job.normalized_text
         return speech
+
+    def _at_rate(self, waveform: np.ndarray, captions: list[Caption], job: _Job, last: bool):
+        """``waveform`` and its captions at the rate the request asked (``sample_rate``): every
+        result of a request through one streaming resampler, flushed with the last, so that a
+        stream's pieces joined are the whole resampled at once; captions keep their seconds."""
+        rate = job.sample_rate or self.sample_rate
+        if rate == self.sample_rate:
+            return waveform, captions, rate
+        if job.resampler is None:
+            job.resampler = Resampler(self.sample_rate, rate)
+        ahead = job.resampler.ahead  # where this waveform's first sample lands in ``out``
+        out = job.resampler.push(waveform)
+        if last:
+            out = np.concatenate([out, job.resampler.flush()])
+        return out, [c.at_rate(rate, ahead, out.shape[-1]) for c in captions], rate
 
     def _post_process(
         self, waveform: np.ndarray, ref_rms: float | None, settings: GenerationSettings
@@ -511,6 +555,8 @@ class _Job:
     started: float
     timings: dict[str, float]  # seconds in each graph so far
     normalized_text: str | None = None  # what the model read, where normalization changed the text
+    sample_rate: int | None = None  # the rate asked for (None: the model's)
+    resampler: Resampler | None = None  # the one resampler of all its pieces, where one is asked
 
 
 class _StepCounter:

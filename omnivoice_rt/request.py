@@ -36,8 +36,16 @@ from functools import lru_cache
 import numpy as np
 
 from omnivoice_rt.engine.unmask import UnmaskSettings
-from omnivoice_rt.limits import MAX_DURATION_S, MAX_SPEED, MAX_STEPS, MAX_TEXT_CHARS, MIN_SPEED
-from omnivoice_rt.text import markup, normalize
+from omnivoice_rt.limits import (
+    MAX_DURATION_S,
+    MAX_SAMPLE_RATE,
+    MAX_SPEED,
+    MAX_STEPS,
+    MAX_TEXT_CHARS,
+    MIN_SAMPLE_RATE,
+    MIN_SPEED,
+)
+from omnivoice_rt.text import markup, normalize, script
 from omnivoice_rt.text.instructs import ZH_RE, resolve_instruct
 from omnivoice_rt.text.languages import check_string, resolve_language
 
@@ -213,6 +221,14 @@ OPTIONS: dict[str, Option] = {
         low=0,
         high=2**63 - 1,
     ),
+    "sample_rate": Option(
+        "whole",
+        f"the audio's samples a second, {MIN_SAMPLE_RATE} to {MAX_SAMPLE_RATE} (none: the "
+        "model's 24000); resampled after synthesis, captions unchanged in seconds",
+        low=MIN_SAMPLE_RATE,
+        high=MAX_SAMPLE_RATE,
+        typical="8000 or 16000 for telephony, 48000 for video",
+    ),
     "normalize_text": Option(
         "bool",
         "read numbers, dates, times and money as words, as upstream's normalize_text (the "
@@ -321,6 +337,7 @@ class Request:
     duration: float | None = None
     speed: float | None = None
     seed: int | None = None
+    sample_rate: int | None = None
     normalize_text: bool = False
     settings: GenerationSettings = field(default_factory=GenerationSettings)
     spoken_text: str = field(init=False, default="")
@@ -331,11 +348,18 @@ class Request:
 
     def __post_init__(self, normalizer: Normalizer | None) -> None:
         # the other options' own checks, below, say more than their declarations
-        for name in ("duration", "speed", "seed", "normalize_text"):
+        for name in ("duration", "speed", "seed", "sample_rate", "normalize_text"):
             OPTIONS[name].check(name, getattr(self, name))
         if self.normalize_text is None:  # the only one that may not be left out
             raise OptionError("normalize_text", "normalize_text must be true or false, got None")
         text = _as_option("text", check_text, self.text)
+        if script.has_tags(text):
+            raise OptionError(
+                "text",
+                "the text has [voice:NAME] tags, which make it a dialogue script: speak it as "
+                "one (the library's generate(text, speakers=...), synthesize --script, the "
+                "page's Script tab, the OpenAI door and Wyoming with script: true)",
+            )
         if self.ref_text is not None:
             _as_option(
                 "ref_text", check_string, self.ref_text, "ref_text (the reference's transcript)"
@@ -458,6 +482,7 @@ class Request:
             "duration": self.duration,
             "speed": self.speed,
             "seed": self.seed,
+            "sample_rate": self.sample_rate,
             "normalize_text": self.normalize_text,
         }
         settings = {k: getattr(self.settings, k) for k in OPTIONS if k in SETTINGS}

@@ -2,14 +2,15 @@
 and a writer that turns pieces of speech into bytes as they are made; ``pcm16``, the 16-bit
 samples every door writes.
 
-    writer = AudioWriter("mp3", 24000, streamed=True, rate=16000)
-    for piece in voice.stream(text):
+    writer = AudioWriter("mp3", 16000, streamed=True)
+    for piece in voice.stream(text, sample_rate=16000):
         send(writer.write(piece.waveform))
     send(writer.close())
 
-``rate``: the rate the bytes are at (``check_rate``: 8 to 48 kHz, a format's own set where it has
-one), resampled by one streaming resampler (soxr) through every piece and flushed at ``close``:
-the same samples as the whole resampled at once.
+A format is written at the rate its pieces come at (``check_rate``: 8 to 48 kHz, a format's own
+set where it has one); a request's ``sample_rate`` resamples them in the runtime, through one
+streaming resampler (soxr, ``Resampler``) for all its pieces, flushed with the last: the same
+samples as the whole resampled at once.
 
 Streamed, ``pcm`` is raw samples, ``wav`` a header that leaves its sizes open (0xFFFFFFFF, as
 OpenAI's streamed wav) then raw samples, ``mp3``, ``opus`` and ``aac`` (ADTS) the encoder's
@@ -66,18 +67,32 @@ def check_rate(response_format: str, rate) -> int:
 
 class Resampler:
     """One stream of audio at another rate, piece by piece (soxr's streaming resampler): the
-    pieces ``push`` returns, then ``flush``'s tail, are the whole resampled at once."""
+    pieces ``push`` returns, then ``flush``'s tail, are the whole resampled at once. The output
+    is aligned in time with the input but held back by the filter's delay (12 ms at 16 kHz, 43
+    ms at 8 kHz), so a piece's samples come partly with the next push: ``ahead`` says where the
+    next sample pushed lands, counted from the start of what that push returns."""
 
     def __init__(self, source: int, rate: int):
         import soxr
 
         self._stream = soxr.ResampleStream(source, rate, 1, dtype="float32", quality="HQ")
+        self.source, self.rate = source, rate
+        self._taken = self._given = 0  # samples pushed, and returned
+
+    @property
+    def ahead(self) -> int:
+        return round(self._taken * self.rate / self.source) - self._given
 
     def push(self, waveform: np.ndarray) -> np.ndarray:
-        return self._stream.resample_chunk(np.ascontiguousarray(waveform, dtype=np.float32))
+        waveform = np.ascontiguousarray(waveform, dtype=np.float32).reshape(-1)
+        out = self._stream.resample_chunk(waveform)
+        self._taken, self._given = self._taken + waveform.size, self._given + out.size
+        return out
 
     def flush(self) -> np.ndarray:
-        return self._stream.resample_chunk(np.zeros(0, np.float32), last=True)
+        out = self._stream.resample_chunk(np.zeros(0, np.float32), last=True)
+        self._given += out.size
+        return out
 
 
 def resampled(waveform: np.ndarray, source: int, rate: int) -> np.ndarray:
@@ -157,19 +172,16 @@ def wav_header(sample_rate: int, data_bytes: int = 0xFFFFFFFF) -> bytes:
 
 class AudioWriter:
     """Bytes of one audio file, written piece by piece: ``write`` returns what can be sent now
-    (nothing when not streamed), ``close`` the rest. The pieces come at ``sample_rate``; the
-    bytes are at ``rate`` (None: the same), which ``self.sample_rate`` then says."""
+    (nothing when not streamed), ``close`` the rest, at the pieces' ``sample_rate``, one the
+    format takes (``check_rate``)."""
 
-    def __init__(
-        self, response_format: str, sample_rate: int, streamed: bool = True, rate: int | None = None
-    ):
+    def __init__(self, response_format: str, sample_rate: int, streamed: bool = True):
         if response_format not in FORMATS:
             raise ValueError(
                 f"unknown audio format {response_format!r}; choose one of {', '.join(FORMATS)}"
             )
-        rate = sample_rate if rate is None else check_rate(response_format, rate)
-        self._resampler = Resampler(sample_rate, rate) if rate != sample_rate else None
-        self.format, self.sample_rate = response_format, rate
+        self.format = response_format
+        self.sample_rate = check_rate(response_format, sample_rate)
         self.streamed = streamed and response_format in STREAMED
         self._pieces: list[np.ndarray] = []  # kept until close when not streamed
         self._buffer: io.BytesIO | None = None
@@ -178,16 +190,10 @@ class AudioWriter:
         self._started = False
 
     def write(self, waveform: np.ndarray) -> bytes:
-        waveform = np.asarray(waveform, dtype=np.float32).reshape(-1)
-        if self._resampler is not None:
-            waveform = self._resampler.push(waveform)
-        return self._write(pcm16(waveform))
+        return self._write(pcm16(np.asarray(waveform, dtype=np.float32).reshape(-1)))
 
     def close(self) -> bytes:
-        tail = b""
-        if self._resampler is not None:  # what the resampler still holds
-            tail = self._write(pcm16(self._resampler.flush()))
-        return tail + self._close()
+        return self._close()
 
     def _write(self, samples: np.ndarray) -> bytes:
         if not self.streamed:

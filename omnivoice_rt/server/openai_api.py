@@ -34,7 +34,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.requests import ClientDisconnect
 
-from omnivoice_rt import captions
+from omnivoice_rt import captions, dialogue
 from omnivoice_rt.audio.formats import (
     FORMATS,
     AudioWriter,
@@ -42,6 +42,7 @@ from omnivoice_rt.audio.formats import (
     check_rate,
     missing_encoder,
 )
+from omnivoice_rt.dialogue import TURN_PAUSE_S, Script
 from omnivoice_rt.errors import Cancelled
 from omnivoice_rt.limits import BODY_TIMEOUT_S, SEND_TIMEOUT_S
 from omnivoice_rt.request import (
@@ -60,6 +61,7 @@ from omnivoice_rt.server.serving import Service, closed, resolve_seed
 from omnivoice_rt.server.voices_api import voice_routes
 from omnivoice_rt.text.instructs import resolve_instruct
 from omnivoice_rt.text.languages import quoted
+from omnivoice_rt.text.script import ScriptError, has_tags
 from omnivoice_rt.voices import AUTO_VOICE, DESIGNED_VOICES, VoiceLibrary
 
 logger = logging.getLogger(__name__)
@@ -77,14 +79,13 @@ MAX_BODY_BYTES = 1 << 20  # a request body: 10,000 characters of text are at mos
 class SpeechRequest:
     """A checked body of ``POST /v1/audio/speech``: the synthesis and how to answer."""
 
-    synthesis: SynthesisRequest
+    synthesis: SynthesisRequest | Script
     precision: str
     voice: str
     response_format: str
     sse: bool
     sentences: bool
     captions: bool = False  # answer JSON: the audio (base64) and where each piece lies in it
-    sample_rate: int | None = None  # the audio's rate (None: the model's, 24 kHz)
 
 
 class OpenAIDoor:
@@ -130,9 +131,11 @@ class OpenAIDoor:
             raise ApiError(
                 400, "'input' is required: the text to speak, a non-empty string.", param="input"
             )
+        # a dialogue: "Name:" lines where asked for, [voice:NAME] tags always (dialogue.py)
+        script = optional(body, "script", bool) or has_tags(text)
         try:
             # before the line: a request that cannot run does not wait for its turn
-            text = check_text(text)
+            text = text if script else check_text(text)
         except ValueError as exc:
             raise ApiError(400, str(exc), param="input") from exc
         model = optional(body, "model", str) or MODEL
@@ -169,8 +172,8 @@ class OpenAIDoor:
                 param="response_format",
             )
         try:  # before the line: a rate the format cannot take is refused at once
-            rate = body.get("sample_rate")
-            rate = None if rate is None else check_rate(fmt, rate)
+            if body.get("sample_rate") is not None:
+                check_rate(fmt, body["sample_rate"])
         except ValueError as exc:
             raise ApiError(400, f"{exc}.", param="sample_rate") from exc
         stream_format = optional(body, "stream_format", str) or "audio"
@@ -198,12 +201,16 @@ class OpenAIDoor:
             # check: a language given (of any type) replaces the voice's
             **door_fields(body),
         }
+        normalizer = self.service.normalizer(should_stop)
         try:  # each option checked once, by the request, which names the option it refuses
-            synthesis = SynthesisRequest.from_options(
-                options, preset, normalizer=self.service.normalizer(should_stop)
-            )
+            if script:
+                synthesis = self._script(body, options, preset, normalizer)
+            else:
+                synthesis = SynthesisRequest.from_options(options, preset, normalizer=normalizer)
         except OptionError as exc:
             raise ApiError(400, str(exc), param=FIELDS.get(exc.option, exc.option)) from exc
+        except ScriptError as exc:
+            raise ApiError(400, f"{exc}.", param="input") from exc
         return SpeechRequest(
             synthesis=synthesis,
             precision=precision,
@@ -212,7 +219,24 @@ class OpenAIDoor:
             sse=stream_format == "sse",
             sentences=optional(body, "sentences", bool) or False,
             captions=optional(body, "captions", bool) or False,
-            sample_rate=rate,
+        )
+
+    def _script(self, body: dict, options: dict, preset: str, normalizer) -> Script:
+        """The body's ``input`` as a dialogue script: "Name:" lines with ``"script": true``,
+        ``[voice:NAME]`` tags always; each name a voice of the library, the body's ``voice``
+        the default speaker's; ``turn_pause`` seconds between turns."""
+        pause = body.get("turn_pause", TURN_PAUSE_S)
+        if isinstance(pause, bool) or not isinstance(pause, (int, float)):
+            raise ApiError(400, "'turn_pause' must be a number of seconds.", param="turn_pause")
+        return dialogue.prepare(
+            options["text"],
+            {k: v for k, v in options.items() if k != "text"},
+            dialogue.library_speakers(self.library),
+            named_lines=optional(body, "script", bool) or False,
+            turn_pause=float(pause),
+            request_of=lambda turn: SynthesisRequest.from_options(
+                turn, preset, normalizer=normalizer
+            ),
         )
 
     def check_key(self, request: Request) -> None:
@@ -362,9 +386,7 @@ class SpeechJob:
             for piece in self._all_pieces():
                 if writer is None:
                     streamed = piece.metadata["pieces_in_request"] > 1 and not whole
-                    writer = AudioWriter(
-                        request.response_format, piece.sample_rate, streamed, request.sample_rate
-                    )
+                    writer = AudioWriter(request.response_format, piece.sample_rate, streamed)
                 placed += [caption.moved(at) for caption in piece.captions]
                 at += piece.waveform.shape[-1]
                 data = writer.write(piece.waveform)

@@ -28,6 +28,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from omnivoice_rt import dialogue
+from omnivoice_rt.dialogue import Script
 from omnivoice_rt.limits import CONCURRENCY, MAX_WAITING, PER_CLIENT
 from omnivoice_rt.model import OmniVoiceONNX
 from omnivoice_rt.request import (
@@ -315,7 +317,7 @@ class Service:
     def speak(
         self,
         precision: str,
-        request: Request,
+        request: Request | Script,
         *,
         whole: bool = False,
         sentences: bool = False,
@@ -338,7 +340,11 @@ class Service:
         piece is with the door (``turns.py``), and ``listener`` (a new one when not given) is
         told the audio each piece carries, which ranks the request among the others.
         ``should_stop()``: the client went away; the synthesis stops at its next step.
-        ``client``: who asked (``clients.py``; the line bounds each client's share)."""
+        ``client``: who asked (``clients.py``; the line bounds each client's share). A dialogue
+        script (``dialogue.Script``) is one request to the line too: a piece a turn, each turn's
+        generation taking turns with the others'."""
+        script = request if isinstance(request, Script) else None
+        request = script.first if script is not None else request
         told = None
         if progress is not None:
             told = lambda done, total: progress(done / total, desc=f"Step {done}/{total}")  # noqa: E731
@@ -353,7 +359,10 @@ class Service:
             generation = voice.generation
 
             def pieces() -> Iterator[Speech]:  # closing it closes the voice's stream
-                if whole:
+                if script is not None:
+                    turns = dialogue.stream(voice, script, should_stop)
+                    yield from [Speech.join(list(turns))] if whole else turns
+                elif whole:
                     yield voice.generate(ready, progress=told, should_stop=should_stop)
                 else:
                     yield from voice.stream(

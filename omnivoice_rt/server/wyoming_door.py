@@ -48,7 +48,7 @@ from wyoming.tts import (
     SynthesizeStopped,
 )
 
-from omnivoice_rt import __version__
+from omnivoice_rt import __version__, dialogue
 from omnivoice_rt.audio.formats import pcm16
 from omnivoice_rt.errors import ArtifactError, Busy, Cancelled, Stopping, SynthesisError
 from omnivoice_rt.limits import (
@@ -74,6 +74,7 @@ from omnivoice_rt.text.chunks import complete_sentences
 from omnivoice_rt.text.durations import estimate_frames
 from omnivoice_rt.text.languages import LANG_IDS, TAG_ALIASES, resolve_language
 from omnivoice_rt.text.markup import pause_seconds
+from omnivoice_rt.text.script import has_tags
 from omnivoice_rt.voice_prompt import VoicePrompt
 from omnivoice_rt.voices import VoiceLibrary
 
@@ -379,7 +380,8 @@ class Connection(AsyncEventHandler):
             if self.stream is not None:  # sent inside a stream for older servers: ignored
                 return
             voice = self.voice(data)
-            await self.speak(text_of(data), voice, options_of(data))
+            script = data.get("script") is True  # "Name:" lines; [voice:NAME] tags always
+            await self.speak(text_of(data), voice, options_of(data), script)
         elif SynthesizeStart.is_type(event.type):
             self.stream = None  # a start inside a stream begins a new one
             voice, options = self.voice(data), options_of(data)
@@ -454,10 +456,15 @@ class Connection(AsyncEventHandler):
                 "frame_rate": self.frame_rate,
             }
 
-    async def speak(self, text: str, voice: dict, options: dict):
-        """audio-start, the audio as it is made, audio-stop; returns the first piece."""
+    async def speak(self, text: str, voice: dict, options: dict, script: bool = False):
+        """audio-start, the audio as it is made, audio-stop; returns the first piece. A dialogue
+        script (``script``: "Name:" lines, or ``[voice:NAME]`` tags) speaks each name in the
+        library's voice of that name, ``voice`` the default speaker's, a turn a piece."""
         reader = self.door.service.normalizer(self.stopped.is_set)
-        request = await self.in_thread(build_request, text, voice, options, reader)
+        if script or has_tags(text):
+            request = await self.in_thread(self.script, text, voice, options, script, reader)
+        else:
+            request = await self.in_thread(build_request, text, voice, options, reader)
         service = self.door.service
         pieces = service.speak(
             service.models.default,
@@ -496,6 +503,16 @@ class Connection(AsyncEventHandler):
         finally:
             await self.in_thread(closed, pieces)  # the turn in the line goes back
         return first
+
+    def script(self, text: str, voice: dict, options: dict, named_lines: bool, reader):
+        """The checked script (a ``ScriptError`` is a bad-request event naming its line)."""
+        return dialogue.prepare(
+            text,
+            {"normalize_text": DOOR_NORMALIZE_TEXT, **voice, **options},
+            dialogue.library_speakers(self.door.library),
+            named_lines,
+            request_of=lambda turn: Request.from_options(turn, DOOR_PRESET, normalizer=reader),
+        )
 
     async def in_thread(self, function, *args):
         return await self.loop.run_in_executor(self.door.executor, function, *args)

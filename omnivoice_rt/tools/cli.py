@@ -44,23 +44,21 @@ def _load(args, matmul: str | None = None):
 SUFFIXES = {".mp3": "mp3", ".opus": "opus", ".ogg": "opus", ".aac": "aac"}
 
 
-def _write(path: str, waveform, rate: int, asked: int | None = None) -> None:
-    """``waveform`` (at ``rate``) into ``path``, at ``asked`` where given (``--sample-rate``);
-    an .aac file as ADTS (FFmpeg's encoder through PyAV)."""
+def _write(path: str, waveform, rate: int) -> None:
+    """``waveform`` (at ``rate``) into ``path``; an .aac file as ADTS (FFmpeg's encoder through
+    PyAV)."""
     import soundfile as sf
 
-    from omnivoice_rt.audio.formats import AudioWriter, resampled
+    from omnivoice_rt.audio.formats import AudioWriter
 
     if Path(path).suffix.lower() == ".aac":
-        writer = AudioWriter("aac", rate, streamed=False, rate=asked)
+        writer = AudioWriter("aac", rate, streamed=False)
         Path(path).write_bytes(writer.write(waveform) + writer.close())
         return
-    if asked is not None:
-        waveform, rate = resampled(waveform, rate, asked), asked
     sf.write(path, waveform.reshape(-1), rate)
 
 
-def _output_rate(args) -> int | None:
+def _check_output(args) -> None:
     """``--sample-rate``, checked against the output file's format (and an encoder the format
     needs, present) before any model loads."""
     from omnivoice_rt.audio.formats import check_rate, missing_encoder
@@ -69,24 +67,34 @@ def _output_rate(args) -> int | None:
     missing = missing_encoder(kind) if kind == "aac" else ""
     if missing:
         raise ValueError(f"{args.output}: {missing}")
-    return None if args.sample_rate is None else check_rate(kind, args.sample_rate)
+    if args.sample_rate is not None:
+        check_rate(kind, args.sample_rate)
 
 
 def cmd_synthesize(args) -> int:
     from omnivoice_rt.request import OPTIONS, door_request
 
     options = {name: getattr(args, name) for name in OPTIONS}
-    request = door_request(options)
+    if (args.text is None) == (args.script is None):
+        raise ValueError("give the text to say: --text TEXT, or --script FILE for a dialogue")
+    if args.script is None:
+        request = door_request(options)
+    else:
+        speak = _script(args, options)  # checked before the model loads
     kind = captions.format_of(args.captions) if args.captions else None  # before the model
-    rate = _output_rate(args)
+    _check_output(args)
     voice = _load(args)
 
     def progress(done: int, total: int) -> None:
-        print(f"\rstep {done}/{total}", end="", file=sys.stderr, flush=True)
+        what = "turn" if args.script else "step"
+        print(f"\r{what} {done}/{total}", end="", file=sys.stderr, flush=True)
 
-    speech = voice.generate(request, progress=progress)
+    if args.script is None:
+        speech = voice.generate(request, progress=progress)
+    else:
+        speech = speak(voice, progress)
     print(file=sys.stderr)
-    _write(args.output, speech.waveform, speech.sample_rate, rate)
+    _write(args.output, speech.waveform, speech.sample_rate)
     if kind:
         Path(args.captions).write_text(captions.write(speech.captions, kind), encoding="utf-8")
     meta = speech.metadata
@@ -97,6 +105,33 @@ def cmd_synthesize(args) -> int:
         f"{meta['timings']['total']:.2f} s, real-time factor {meta['rtf']:.3f} ({meta['precision']})"
     )
     return 0
+
+
+def _script(args, options: dict):
+    """``--script FILE``'s dialogue, checked (its turns, each speaker's voice: ``--speaker``,
+    ``--voices``); returns ``speak(voice, progress) -> Speech``."""
+    from omnivoice_rt import dialogue
+    from omnivoice_rt.limits import MAX_SCRIPT_CHARS
+    from omnivoice_rt.request import door_request
+    from omnivoice_rt.voices import VoiceLibrary
+
+    path = Path(args.script)
+    if path.stat().st_size > 4 * MAX_SCRIPT_CHARS:  # UTF-8: at most 4 bytes a character
+        raise ValueError(f"--script {path}: a script is at most {MAX_SCRIPT_CHARS:,} characters")
+    text = path.read_text(encoding="utf-8")
+    given = dict(_speaker_flag(flag) for flag in args.speaker or [])
+    speakers = dialogue.library_speakers(VoiceLibrary(args.voices), given)
+    options = {name: value for name, value in options.items() if value is not None}
+    options.pop("text", None)
+    made = dialogue.prepare(text, options, speakers, True, args.turn_pause, door_request)
+    return lambda voice, progress: dialogue.speak(voice, made, progress)
+
+
+def _speaker_flag(flag: str) -> tuple[str, str]:
+    name, equals, voice = flag.partition("=")
+    if not equals or not name.strip() or not voice.strip():
+        raise ValueError(f"--speaker {flag!r}: write NAME=VOICE, such as --speaker Ann=female")
+    return name.strip(), voice.strip()
 
 
 def cmd_dub(args) -> int:
@@ -318,7 +353,7 @@ def request_flags(parser, leave: tuple[str, ...] = ()) -> None:
             kind = _steps  # a preset's name too: the older spelling of --preset
         if name == "preset":
             meaning += f" (default {DOOR_PRESET}; best: upstream's generation, exactly)"
-        parser.add_argument(flag, type=kind, required=name == "text", help=meaning)
+        parser.add_argument(flag, type=kind, help=meaning)
 
 
 def common_flags(p) -> None:
@@ -350,15 +385,32 @@ def asr_flag(p, help: str = "speech recogniser when --ref-text is left out") -> 
 
 
 def synthesize_flags(p) -> None:
-    from omnivoice_rt.limits import MAX_SAMPLE_RATE, MIN_SAMPLE_RATE
+    from omnivoice_rt.dialogue import TURN_PAUSE_S
+    from omnivoice_rt.limits import MAX_TURN_PAUSE_S
 
     p.add_argument("--output", required=True)
     p.add_argument(
-        "--sample-rate",
-        type=int,
-        metavar="HZ",
-        help=f"write the audio at this rate, {MIN_SAMPLE_RATE} to {MAX_SAMPLE_RATE} (default: the "
-        "model's 24000; an .mp3, .opus or .aac file at its format's own rates)",
+        "--script",
+        metavar="FILE",
+        help="say a dialogue script instead of --text: a UTF-8 file whose lines 'Name: text' "
+        "(or [voice:Name] tags) are spoken turn by turn in each speaker's voice "
+        "(docs/long-texts.md); the other flags are every turn's",
+    )
+    p.add_argument(
+        "--speaker",
+        action="append",
+        metavar="NAME=VOICE",
+        help="a script speaker's voice: a voice of --voices or a built-in one, else a voice "
+        "design ('Ann=female, low pitch'); a name that is a voice's needs none; repeat it",
+    )
+    p.add_argument("--voices", metavar="DIR", help="a voice library: its voices by their names")
+    p.add_argument(
+        "--turn-pause",
+        type=float,
+        default=TURN_PAUSE_S,
+        metavar="SECONDS",
+        help=f"silence between two turns of a script (default {TURN_PAUSE_S:g}; at most "
+        f"{MAX_TURN_PAUSE_S:g})",
     )
     p.add_argument(
         "--captions",

@@ -200,6 +200,13 @@ def test_name_prefixes_speak_in_library_voices(voice, tmp_path):
     dubbed = dub(voice, cues, FAST, speakers)
     assert [e["speaker"] for e in dubbed.report["cues"]] == ["narrator", "alloy"]
     assert [c.written for c in dubbed.captions] == ["Once upon a time.", "Hello."]
+    assert [c.speaker for c in dubbed.captions] == ["narrator", "alloy"]
+    # a name in any script, after a full-width colon too (a script's names: text/script.py)
+    named = dub(voice, [cue(1, 0.5, 2.5, "María：Once upon a time.")], FAST,
+                {**speakers, "María": library.options("narrator")})  # fmt: skip
+    assert named.captions[0].speaker == "María"
+    assert named.captions[0].written == "Once upon a time."
+    np.testing.assert_array_equal(named.waveform, dubbed.waveform[: named.waveform.size])
     alone = voice.generate(
         "Once upon a time.",
         instruct="male, low pitch",

@@ -125,8 +125,10 @@ def expected(runtime, text: str, seed: int, prompt=None, **options) -> np.ndarra
     )
 
 
-async def answer(client: AsyncTcpClient, until: str = "audio-stop") -> tuple[list[str], bytes]:
-    """The event types up to ``until`` (or an error) and the audio they carried."""
+async def answer(
+    client: AsyncTcpClient, until: str = "audio-stop", rate: int = 24000
+) -> tuple[list[str], bytes]:
+    """The event types up to ``until`` (or an error) and the audio they carried, at ``rate``."""
     types, audio = [], b""
     while True:
         event = await asyncio.wait_for(client.read_event(), 120)
@@ -134,7 +136,7 @@ async def answer(client: AsyncTcpClient, until: str = "audio-stop") -> tuple[lis
         types.append(event.type)
         if event.type == "audio-chunk":
             assert (event.data["rate"], event.data["width"], event.data["channels"]) == (
-                24000,
+                rate,
                 2,
                 1,
             )
@@ -150,7 +152,7 @@ def speak(
         async with AsyncTcpClient("127.0.0.1", port) as client:
             data = {"text": text, "seed": seed, **({"voice": voice} if voice else {}), **options}
             await client.write_event(Event("synthesize", data))
-            return await answer(client)
+            return await answer(client, rate=options.get("sample_rate", 24000))
 
     types, audio = asyncio.run(run())
     return types, np.frombuffer(audio, np.int16)

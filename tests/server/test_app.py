@@ -53,7 +53,9 @@ def test_api_lists_the_stable_endpoints_only(client):
         names = [p["parameter_name"] for p in parameters]
         later = ["instruct", "voice"] if endpoint == "/clone" else []
         aliases = ["guidance", "postprocess"]  # the older names, still taken
-        assert names[names.index("preset") :] == ["preset", "normalize_text", *later, *aliases]
+        assert names[names.index("preset") :] == [
+            "preset", "normalize_text", *later, *aliases, "sample_rate"
+        ]  # fmt: skip
         assert {"guidance_scale", "postprocess_output"} <= set(names)  # as OPTIONS names them
 
 
@@ -93,6 +95,23 @@ def test_synthesize_auto_voice_and_voice_design(client):
         assert rate == 24000
         assert audio.shape[0] == 2 * 24000 + 2 * 2400  # 2 s and 0.1 s of padding each side
         assert "2.20 s of audio" in info and "int4" in info and "seed 3" in info
+
+
+def test_the_api_answers_at_the_sample_rate_asked(client):
+    path, _, captions = client.predict(
+        "Hello from the API.",
+        "English",
+        "",
+        "int4",
+        **FIXED,
+        sample_rate=16000,
+        api_name="/synthesize",
+    )
+    audio, rate = read(path)
+    assert rate == 16000
+    assert audio.shape[0] == (2 * 24000 + 2 * 2400) * 2 // 3  # the same 2.2 s
+    with pytest.raises(Exception, match="sample_rate|8000"):
+        client.predict("Hi.", "English", "", "int4", sample_rate=7000, api_name="/synthesize")
 
 
 def test_the_api_returns_the_runtime_waveform_at_its_loudness(client, cpu_artifacts):
@@ -195,7 +214,8 @@ def test_the_api_dubs_a_subtitle_file_as_the_library_does(client, cpu_artifacts,
         handle_file(str(film)), "English", "", "", **settings, speakers=True, api_name="/dub"
     )
     assert [e["speaker"] for e in json.loads(Path(report).read_text())["cues"]] == ["alloy", None]
-    assert list(srt.parse(Path(placed).read_text()))[0].content == "Good evening."
+    # the placed captions name the speaker, as the subtitle file did
+    assert list(srt.parse(Path(placed).read_text()))[0].content == "alloy: Good evening."
 
     tight = tmp_path / "tight.srt"
     tight.write_text("1\n00:00:00,000 --> 00:00:00,300\nFar too much to say in no time.\n")

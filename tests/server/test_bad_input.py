@@ -76,7 +76,18 @@ def test_wrong_types_through_gradio_client_are_messages(server, reference):
     answer = api_call(
         url,
         "synthesize",
-        ["Hi \ud800 there.", "Auto", "", "int4", *FIXED.values(), "balanced", True, None, None],
+        [
+            "Hi \ud800 there.",
+            "Auto",
+            "",
+            "int4",
+            *FIXED.values(),
+            "balanced",
+            True,
+            None,
+            None,
+            None,
+        ],  # fmt: skip
     )
     assert "event: error" in answer and "U+D800" in answer, answer
     assert "Traceback" not in log.read_text()
@@ -189,7 +200,8 @@ def test_fields_are_of_their_kind_not_read_as_their_truth(server, field, value, 
 
 def test_the_page_api_takes_flags_and_languages_of_their_kind(server):
     url, _, log = server
-    settings = [8, 2.0, 1.0, 0, 3, "no", True, True, "balanced", True, None, None]  # randomize "no"
+    # randomize "no"; the older names and sample_rate left empty
+    settings = [8, 2.0, 1.0, 0, 3, "no", True, True, "balanced", True, None, None, None]
     assert "event: error" in api_call(url, "synthesize", ["Hi.", "Auto", "", "int4", *settings])
     settings[5] = False
     assert "event: error" in api_call(url, "synthesize", ["Hi.", {}, "", "int4", *settings])

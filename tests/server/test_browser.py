@@ -234,6 +234,31 @@ def test_the_dubbing_tab_dubs_an_uploaded_subtitle_file(page, tmp_path):
     page.screenshot(path=str(SHOTS / "4d-dubbing.png"), full_page=True)
 
 
+def test_the_script_tab_fills_the_speakers_and_speaks_each_in_its_voice(page):
+    """Script: typing a dialogue lists its names in the speakers' table (a name the library has
+    speaks in that voice; a design is written beside another); the result's lines name each
+    turn's speaker."""
+    page.get_by_role("tab", name="Script").click()
+    page.locator("#script-text textarea").fill("alloy: Good evening.\nMaría：Buenas noches.")
+    speakers = page.locator("#script-speakers textarea")
+    page.wait_for_function(
+        "() => (document.querySelector('#script-speakers textarea')?.value || '')"
+        ".includes('María=')",
+        timeout=30_000,
+    )
+    assert speakers.input_value().splitlines() == ["alloy=", "María="]
+    speakers.fill("María=female, low pitch")
+    page.click("#script-generate")
+    page.wait_for_function(
+        "() => /2 turns of 2 speakers/.test(document.querySelector('#result-info')?.innerText || '')",
+        timeout=120_000,
+    )
+    shown = [line for line in page.inner_text("#result-lines").strip().split("\n") if line]
+    assert shown[0].endswith("alloy: Good evening.") and shown[1].endswith("María: Buenas noches.")
+    page.wait_for_selector("#result-audio audio[src]", state="attached", timeout=30_000)
+    page.screenshot(path=str(SHOTS / "4e-script.png"), full_page=True)
+
+
 def test_an_error_reaches_the_user(page):
     page.get_by_role("tab", name="Text to speech").click()
     page.fill("#tts-text textarea", "   ")

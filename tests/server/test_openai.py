@@ -402,15 +402,25 @@ def test_mcp_lists_the_tools_and_synthesizes(server):
                         "randomize_seed": False,
                     },
                 )
-                return tools, result
+                at_16k = await mcp.call_tool(
+                    "synthesize",
+                    {"text": SAYING, "precision": "int4", "seed": 7, "sample_rate": 16000},
+                )
+                return tools, result, at_16k
 
-    tools, result = asyncio.run(session())
+    tools, result, at_16k = asyncio.run(session())
     assert {"synthesize", "clone", "save_voice_prompt", "transcribe"} <= set(tools)
     described = tools["synthesize"]
     assert "10,000 characters" in described.inputSchema["properties"]["text"]["description"]
     assert "wav" in described.description
     normalize = described.inputSchema["properties"]["normalize_text"]
     assert normalize["default"] is True and "as words" in normalize["description"], normalize
+    rate = described.inputSchema["properties"]["sample_rate"]
+    assert rate["default"] == 24000 and rate["type"] == "integer", rate
+    told = " ".join(c.text for c in at_16k.content)
+    assert not at_16k.isError, told
+    wav = httpx.get(told[told.index("http") :].split("'")[0]).content
+    assert sf.info(io.BytesIO(wav)).samplerate == 16000
     text = " ".join(c.text for c in result.content)
     assert not result.isError and "seed 7" in text, text
     url = text[text.index("http") :].split("'")[0]

@@ -1,7 +1,9 @@
 """Audio at the rate asked (``sample_rate``; issue 53's formats and rates): the OpenAI door's
 answers, streamed and whole, decoded by FFmpeg (a decoder other than libsndfile, which writes
 them), at the rate asked and as long as the model's audio within the codec's frames; a rate a
-format cannot take is a 400 naming ``sample_rate``; the command line's ``--sample-rate``."""
+format cannot take is a 400 naming ``sample_rate``; the command line's ``--sample-rate``; the
+runtime's ``sample_rate``, which every door passes on (the page, gradio_client and MCP:
+tests/server/test_app.py and test_openai.py; Wyoming: test_wyoming.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ import pytest
 import soundfile as sf
 import soxr
 
-from omnivoice_rt.audio.formats import AudioWriter, check_rate
+from omnivoice_rt.audio.formats import Resampler, check_rate, resampled
+from omnivoice_rt.speech import Speech
 from tests.conftest import ROOT
 
 RATE = 24_000
@@ -27,13 +30,34 @@ FRAMES = {"wav": 0, "flac": 0, "pcm": 0, "mp3": 2 * 1152, "aac": 2 * 1024}
 
 def test_pieces_resampled_one_stream_are_the_whole_resampled_at_once():
     samples = np.random.default_rng(0).uniform(-0.5, 0.5, RATE * 3).astype(np.float32)
-    writer = AudioWriter("pcm", RATE, streamed=True, rate=16_000)
-    made = b"".join(writer.write(samples[i : i + 7_000]) for i in range(0, samples.size, 7_000))
-    made += writer.close()
+    resampler = Resampler(RATE, 16_000)
+    made = [resampler.push(samples[i : i + 7_000]) for i in range(0, samples.size, 7_000)]
+    made = np.concatenate([*made, resampler.flush()])
     whole = soxr.resample(samples, RATE, 16_000, quality="HQ")
-    expected = np.round(np.clip(whole, -1, 1) * 32767).astype(np.int16)
-    np.testing.assert_array_equal(np.frombuffer(made, np.int16), expected)
-    assert writer.sample_rate == 16_000 and expected.size == samples.size * 2 // 3
+    np.testing.assert_array_equal(made, whole)
+    assert whole.size == samples.size * 2 // 3
+
+
+def test_the_runtime_makes_speech_at_the_rate_asked(int4_voice):
+    """``sample_rate``: the whole result is the model's resampled at once; a stream's pieces,
+    through one resampler flushed with the last, are the same stream at 24 kHz resampled at once;
+    the captions keep their seconds (to a sample of the new rate)."""
+    text = "This is the first sentence of a text that goes on. Here is a second sentence that is also long. And a third one."
+    fixed = {"seed": 5, "num_step": 4}
+    whole = int4_voice.generate(text, **fixed)
+    asked = int4_voice.generate(text, sample_rate=16_000, **fixed)
+    assert asked.sample_rate == 16_000
+    np.testing.assert_array_equal(asked.waveform, resampled(whole.waveform, RATE, 16_000))
+    for caption, model in zip(asked.captions, whole.captions, strict=True):
+        assert abs(caption.start - model.start) <= 1 / 16_000
+        assert abs(caption.end - model.end) <= 1 / 16_000
+    pieces = list(int4_voice.stream(text, sentences=True, sample_rate=8_000, **fixed))
+    model = Speech.join(list(int4_voice.stream(text, sentences=True, **fixed)))
+    assert len(pieces) == 2 and {piece.sample_rate for piece in pieces} == {8_000}
+    joined = Speech.join(pieces)
+    np.testing.assert_array_equal(joined.waveform, resampled(model.waveform, RATE, 8_000))
+    for caption, made in zip(joined.captions, model.captions, strict=True):  # the same seconds
+        assert abs(caption.start - made.start) <= 1 / 8_000, (caption, made)
 
 
 @pytest.mark.parametrize(

@@ -16,9 +16,11 @@ from wyoming.client import AsyncTcpClient
 from wyoming.event import Event
 from wyoming.tts import SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
 
+from omnivoice_rt import dialogue
+from omnivoice_rt.audio.formats import pcm16
 from omnivoice_rt.request import DOOR_PRESET, Request
 from omnivoice_rt.voice_prompt import VoicePrompt
-from omnivoice_rt.voices import DESIGNED_VOICES
+from omnivoice_rt.voices import DESIGNED_VOICES, VoiceLibrary
 from tests.conftest import in_arrival_order
 from tests.server.conftest import LIBRARY_KEY, answer, describe, expected, speak
 
@@ -131,6 +133,40 @@ def test_an_events_data_takes_the_requests_options_by_name(server, runtime):
     assert len(audio) == 24000 + 2 * 2400  # one second, as asked, and the padding
 
 
+def test_a_script_speaks_each_name_in_the_librarys_voice_of_that_name(server, runtime):
+    """``"script": true`` in a synthesize's data (or [voice:NAME] tags): the library's dialogue
+    for the same seed and settings; an unknown speaker is a bad-request naming its line."""
+    _, port, _ = server
+    text = "alloy: Good morning.\necho: Morning!"
+    types, audio = speak(port, text, 7, script=True, num_step=4)
+    assert types[-1] == "audio-stop", types
+    made = runtime.generate(
+        text,
+        script=True,
+        speakers=dialogue.library_speakers(VoiceLibrary()),
+        seed=7,
+        num_step=4,
+        preset=DOOR_PRESET,
+        normalize_text=True,
+    )
+    np.testing.assert_array_equal(audio, pcm16(made.waveform))
+    _, tagged = speak(port, "[voice:alloy] Good morning. [voice:echo] Morning!", 7, num_step=4)
+    np.testing.assert_array_equal(tagged, audio)
+    types, _ = speak(port, "alloy: Hi.\nZed: Hello.", 7, script=True)
+    assert types == ["error"]
+
+
+def test_an_events_sample_rate_is_the_audios(server, runtime):
+    """``sample_rate`` in the data: the audio at that rate (its audio-start and chunks say so),
+    the runtime's for the same options, as long in seconds."""
+    _, port, _ = server
+    options = {"num_step": 4, "duration": 1.0, "sample_rate": 16000}
+    types, audio = speak(port, "Good evening.", 7, **options)
+    assert types[-1] == "audio-stop", types
+    np.testing.assert_array_equal(audio, expected(runtime, "Good evening.", 7, **options))
+    assert len(audio) == (24000 + 2 * 2400) * 2 // 3
+
+
 @pytest.mark.parametrize(
     ("event", "code", "words"),
     [
@@ -159,6 +195,11 @@ def test_an_events_data_takes_the_requests_options_by_name(server, runtime):
             "num_step must be a whole number from 1 to",
         ),
         (Event("synthesize", {"text": "Hi.", "preset": "quick"}), "bad-request", "unknown preset"),
+        (
+            Event("synthesize", {"text": "Hi.", "sample_rate": 4000}),
+            "bad-event",
+            "sample_rate must be a whole number from 8000 to 48000",
+        ),
         (Event("synthesize-chunk", {"text": "Hi."}), "no-stream", "without a synthesize-start"),
         (Event("synthesize-stop"), "no-stream", "without a synthesize-start"),
         (Event("transcribe"), "unknown-event", "does not take 'transcribe'"),

@@ -1,14 +1,14 @@
 """The Gradio page over ``omnivoice_rt``: its tabs, its handlers and its API.
 
 Tabs for text-to-speech (auto voice and voice design, ``speak.py``), voice cloning (``clone.py``,
-its voices kept in prompt files and the library: ``voices.py``) and dubbing (``dub.py``), each tab
-with its layout, its endpoints and their wiring; the settings they share (``settings.py``), the
+its voices kept in prompt files and the library: ``voices.py``), dubbing (``dub.py``) and dialogue
+scripts (``script.py``), each tab with its layout, its endpoints and their wiring; the settings they share (``settings.py``), the
 result under them (``results.py``), a precision selector, progress over download and unmasking,
 audio played as it is made, and stable API endpoints for ``gradio_client``: ``/synthesize``,
-``/clone``, ``/dub``, ``/save_voice_prompt``, ``/save_to_library``, ``/list_voices`` and
+``/clone``, ``/dub``, ``/script``, ``/save_voice_prompt``, ``/save_to_library``, ``/list_voices`` and
 ``/transcribe`` (also MCP tools with ``--mcp``), whose parameters are the signatures of
-``handlers.Handlers`` (its voice and dubbing endpoints are ``voices.VoiceHandlers`` and
-``dub.DubHandlers``). Each tab's controls are keyed by the parameter they fill, and every button
+``handlers.Handlers`` (its voice, dubbing and script endpoints are ``voices.VoiceHandlers``,
+``dub.DubHandlers`` and ``script.ScriptHandlers``). Each tab's controls are keyed by the parameter they fill, and every button
 is wired by those names (``options.inputs``). ``main.py`` serves the page with the other doors
 from one process; every door shares ``serving.py``'s line.
 """
@@ -18,7 +18,16 @@ from __future__ import annotations
 import gradio as gr
 
 from omnivoice_rt.server.models import offered_precisions
-from omnivoice_rt.server.page import clone, dub, options, results, settings, speak, voices
+from omnivoice_rt.server.page import (
+    clone,
+    dub,
+    options,
+    results,
+    script,
+    settings,
+    speak,
+    voices,
+)
 from omnivoice_rt.server.page.handlers import Handlers
 from omnivoice_rt.server.page.shared import (
     examples_cache,
@@ -95,6 +104,8 @@ def build_demo(
                 cloning = clone.layout(library, keyed)
             with gr.Tab("Dubbing", id="dub"):
                 dubbing = dub.layout(library)
+            with gr.Tab("Script", id="script"):
+                scripting = script.layout(library)
         shared = {"precision": top["precision"], **settings.layout()}
         keep = results.render(result, library, keyed)
         shared.update(settings.aliases())
@@ -103,6 +114,7 @@ def build_demo(
         dub.wire(handlers, top, shared, result, dubbing)
         wire_api(handlers, shared, result, tts, cloning)
         voices.wire(handlers, top, library, cloning, keep)
+        script.wire(handlers, top, shared, result, scripting)  # the newest endpoint, last
         gr.Markdown(LICENCE_LINE, elem_id="licence")
     return demo
 

@@ -12,6 +12,7 @@ import gradio as gr
 
 from omnivoice_rt.server.page import options
 from omnivoice_rt.server.page.dub import DubHandlers
+from omnivoice_rt.server.page.script import ScriptHandlers
 from omnivoice_rt.server.page.shared import (
     ALIASES,
     as_messages,
@@ -101,6 +102,13 @@ SUMMARIES = {
         "captions where each cue was placed (an SRT file), the dub's report (a JSON file: each "
         "cue's window, duration, speed and placing), and the captions as lines of text.",
     ),
+    "script": (
+        "Speak a dialogue script turn by turn, each speaker in its voice (a voice of the "
+        "library by the speaker's name, or the one speaker_voices gives it), as one track with "
+        "a pause between turns.",
+        "The dialogue as a 24 kHz wav file, one line saying what was made, its captions (an SRT "
+        'file, each cue "Name: text"), and the captions as lines of text.',
+    ),
 }
 
 
@@ -123,7 +131,7 @@ def declared(endpoint: str, body: Callable, precision: str) -> Callable:
     return call
 
 
-class Handlers(VoiceHandlers, DubHandlers):
+class Handlers(VoiceHandlers, DubHandlers, ScriptHandlers):
     """What the page's buttons and its API call. The API's handlers (``synthesize``, ``clone``...:
     the whole result at the end; their docstrings describe the MCP tools) and the page's
     (``synthesize_page``, ``clone_page``: pieces as they are made, when ``STREAMING``) share the
@@ -137,11 +145,12 @@ class Handlers(VoiceHandlers, DubHandlers):
         self.synthesize = declared("synthesize", self.speak, default)
         self.clone = declared("clone", self.speak, default)
         self.dub = declared("dub", self.dub, default)
+        self.script = declared("script", self.script, default)
         for name in ("save_voice_prompt", "save_to_library"):
             setattr(self, name, with_defaults(getattr(self, name), precision=default))
         self.synthesize_page = self.page_twin(self.synthesize)
         self.clone_page = self.page_twin(self.clone)
-        for name in ("synthesize", "clone", "dub", "synthesize_page", "clone_page"):
+        for name in ("synthesize", "clone", "dub", "script", "synthesize_page", "clone_page"):
             setattr(self, name, counted(getattr(self, name), service.metrics))
 
     def speak(self, fields: dict, progress):

@@ -14,7 +14,17 @@ import inspect
 
 import gradio as gr
 
-from omnivoice_rt.limits import DUB_MAX_SPEED, MAX_DURATION_S, MAX_SPEED, MAX_TEXT_CHARS
+from omnivoice_rt.audio.ops import SAMPLE_RATE
+from omnivoice_rt.dialogue import TURN_PAUSE_S
+from omnivoice_rt.limits import (
+    DUB_MAX_SPEED,
+    MAX_DURATION_S,
+    MAX_SAMPLE_RATE,
+    MAX_SPEED,
+    MAX_TEXT_CHARS,
+    MAX_TURN_PAUSE_S,
+    MIN_SAMPLE_RATE,
+)
 from omnivoice_rt.request import DOOR_PRESET, OPTIONS
 from omnivoice_rt.server.serving import DEFAULTS
 
@@ -37,7 +47,7 @@ ALIASES = {"guidance": "guidance_scale", "postprocess": "postprocess_output"}
 # Each endpoint's parameters in the order the API takes them (positional for gradio_client), the
 # older names last.
 ENDPOINTS = {
-    "synthesize": ("text", "language", "instruct", "precision", *SETTINGS, *ALIASES),
+    "synthesize": ("text", "language", "instruct", "precision", *SETTINGS, *ALIASES, "sample_rate"),
     "clone": (
         "text",
         "ref_audio",
@@ -49,6 +59,7 @@ ENDPOINTS = {
         "instruct",
         "voice",
         *ALIASES,
+        "sample_rate",
     ),
     # a dub has no duration: each cue's window is its own
     "dub": (
@@ -60,6 +71,19 @@ ENDPOINTS = {
         *(name for name in SETTINGS if name != "duration"),
         "max_speed",
         "speakers",
+        "sample_rate",
+    ),
+    # a script has no duration either: each turn's is its own
+    "script": (
+        "text",
+        "speaker_voices",
+        "voice",
+        "language",
+        "instruct",
+        "precision",
+        *(name for name in SETTINGS if name != "duration"),
+        "turn_pause",
+        "sample_rate",
     ),
 }
 
@@ -80,6 +104,11 @@ PAGE_ONLY = {
     "speakers": 'True: cues written "Name: text" speak in the library\'s voice Name (the prefix '
     "is not said).",
     "name": "The voice's name in the library: 1 to 64 letters, digits, '_', '.' or '-'.",
+    "speaker_voices": "Each speaker's voice, one NAME=VOICE a line (VOICE: a voice of the "
+    "library, or a voice design such as 'female, low pitch'); a name the script uses that is a "
+    "voice of the library needs no line.",
+    "turn_pause": f"Seconds of silence between two turns, 0 to {MAX_TURN_PAUSE_S:g} "
+    f"({TURN_PAUSE_S:g} by default).",
 }
 
 # The parameters' defaults (none: required); the settings' are the doors' DEFAULTS.
@@ -92,6 +121,9 @@ DEFAULT_OF = {
     "preset": DOOR_PRESET,
     "max_speed": DUB_MAX_SPEED,
     "speakers": False,
+    "sample_rate": SAMPLE_RATE,
+    "speaker_voices": None,
+    "turn_pause": TURN_PAUSE_S,
 }
 
 
@@ -133,6 +165,9 @@ MEANING = {
     "postprocess_output": "Trim long silences and normalise the loudness.",
     "preset": '"balanced" (default), "best" (32 steps, as upstream), "fast" (12 steps) or '
     '"turbo" (experimental: 12 steps, only changed frames run between refreshes).',
+    "sample_rate": f"The audio's samples a second, {MIN_SAMPLE_RATE} to {MAX_SAMPLE_RATE} "
+    f"({SAMPLE_RATE}, the model's, by default; 8000 or 16000 for telephony, 48000 for video); "
+    "captions keep their times in seconds.",
     "normalize_text": "True (default) reads numbers, dates, times, money and percentages as "
     'words ("$12.50" as "twelve point five dollars"), as upstream\'s normalize_text does; False '
     "reads the text as written (spell numbers out yourself then).",
@@ -149,6 +184,16 @@ MEANING_IN = {
         "pitch\"); empty: the reference's own.",
         "voice": "The name of a voice of the server's library (list_voices lists them), used "
         "instead of ref_audio and voice_prompt; empty otherwise.",
+    },
+    "script": {
+        "text": 'The dialogue: "Name: what Name says" lines (a name in any script, "小明：" too; '
+        "the lines after one without a name carry on its turn), or [voice:Name] tags anywhere; "
+        "pauses and SSML within a turn as in any text. Up to 100,000 characters, 16 speakers.",
+        "voice": "The voice of what no name claims: a voice of the server's library, or empty "
+        "(the instruct, or the model's choice).",
+        "language": 'The script\'s language by name or code; "Auto" detects it turn by turn.',
+        "instruct": "The voice design of what no name claims; empty: the model chooses.",
+        "seed": "Random seed; the same seed and settings give the same dialogue.",
     },
     "dub": {
         "language": 'The cues\' language by name ("English") or code ("en"); "Auto" detects it.',

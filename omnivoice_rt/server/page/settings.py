@@ -1,11 +1,12 @@
 """The settings every synthesis tab shares (under the tabs): the preset, the steps, guidance,
-speed, duration, seed, denoising, post-processing, reading numbers as words, and sentence by
-sentence. Each control is keyed by the handlers' parameter it fills."""
+speed, duration, seed, denoising, post-processing, the sample rate, reading numbers as words,
+and sentence by sentence. Each control is keyed by the handlers' parameter it fills."""
 
 from __future__ import annotations
 
 import gradio as gr
 
+from omnivoice_rt.audio.ops import SAMPLE_RATE
 from omnivoice_rt.request import DOOR_PRESET, OPTIONS, PRESETS
 from omnivoice_rt.server.page import options
 from omnivoice_rt.server.page.shared import PRESET_LABELS, SENTENCES_LABEL
@@ -48,6 +49,16 @@ def layout() -> dict[str, gr.components.Component]:
             postprocess = gr.Checkbox(
                 value=DEFAULTS["postprocess_output"], label="Trim silences and normalize"
             )
+        with gr.Row():
+            sample_rate = gr.Number(
+                value=SAMPLE_RATE,
+                precision=0,
+                minimum=OPTIONS["sample_rate"].low,
+                maximum=OPTIONS["sample_rate"].high,
+                label="Sample rate (Hz)",
+                info="the model's is 24000; 8000 or 16000 for telephony, 48000 for video",
+                elem_id="sample-rate",
+            )
         preset.change(
             lambda name: PRESETS[name]["num_step"], preset, steps, api_visibility="private"
         )
@@ -70,6 +81,7 @@ def layout() -> dict[str, gr.components.Component]:
         "postprocess_output": postprocess,
         "preset": preset,
         "normalize_text": normalize,
+        "sample_rate": sample_rate,
         "sentences": sentences,
     }
 

@@ -362,9 +362,14 @@ def captions_file(placed: list[captions.Caption]) -> str:
 
 def caption_lines(placed: list[captions.Caption]) -> str:
     """The captions as the page shows them under the player: one line per piece, its start and
-    end and its text (Markdown's characters escaped)."""
+    end, who says it (a script's or a dub's speaker) and its text (Markdown's characters
+    escaped)."""
     return "\n".join(
-        f"`{clock(c.start)}-{clock(c.end)}` " + escaped(c.shown) + "  " for c in placed
+        f"`{clock(c.start)}-{clock(c.end)}` "
+        + (escaped(f"{c.speaker}: ") if c.speaker else "")
+        + escaped(c.shown)
+        + "  "
+        for c in placed
     )
 
 

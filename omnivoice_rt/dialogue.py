@@ -1,0 +1,178 @@
+"""Speaking a dialogue script (:mod:`omnivoice_rt.text.script`): turn by turn, each in its
+speaker's voice, as one track with a pause between turns.
+
+    made = prepare("Ann: Hello.\nBob: Hi, Ann.", {"seed": 0},
+                   {"Ann": {"instruct": "female"}, "Bob": library.options("bob")}, named_lines=True)
+    speech = speak(voice, made)   # or stream(voice, made): one result a turn
+    # speech.captions: one per piece, each with its speaker ("Ann", "Bob")
+
+``options`` are every turn's (the default voice, the language, the settings), ``speakers`` each
+name's voice (a library's options, a design's ``instruct``, a reference); a speaker without a
+reference keeps its first turn's voice (:mod:`omnivoice_rt.speakers`). ``prepare`` checks every
+turn, and finds every speaker's voice, before any model runs; each turn is then one
+``generate`` (its own pieces, pauses and post-processing), the turns joined with ``turn_pause``
+seconds of silence, and ``sample_rate`` resamples them through one resampler (the joined turns
+are the whole track resampled at once).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from omnivoice_rt.audio.formats import Resampler
+from omnivoice_rt.limits import MAX_SPEAKER_CHARS, MAX_TURN_PAUSE_S
+from omnivoice_rt.request import Request
+from omnivoice_rt.speakers import encode_voices, merged_voices, without_reference
+from omnivoice_rt.speech import Speech
+from omnivoice_rt.text import script
+from omnivoice_rt.text.instructs import resolve_instruct
+from omnivoice_rt.text.script import ScriptError, Turn
+
+TURN_PAUSE_S = 0.4  # silence between two turns, by default
+
+
+@dataclass(frozen=True)
+class Script:
+    """A checked script (``prepare``): its turns, each turn's request (its speaker's options
+    and text, the reference not yet encoded), each speaker's options, the silence between turns
+    and the rate asked (None: the model's)."""
+
+    text: str
+    turns: list[Turn]
+    requests: list[Request]
+    voices: dict  # speaker (None: the default voice) -> its options
+    turn_pause: float = TURN_PAUSE_S
+    sample_rate: int | None = None
+
+    @property
+    def first(self) -> Request:
+        return self.requests[0]
+
+    @property
+    def seed(self) -> int | None:
+        return self.first.seed
+
+    @property
+    def normalized(self) -> bool:
+        """Whether normalization changed a turn's text."""
+        return any(request.normalized for request in self.requests)
+
+
+def prepare(
+    text: str,
+    options: dict | None = None,
+    speakers: dict[str, dict] | None = None,
+    named_lines: bool = False,
+    turn_pause: float = TURN_PAUSE_S,
+    request_of: Callable[[dict], Request] = Request.from_options,
+) -> Script:
+    """``text`` as a script, every turn checked as a request of its speaker's options (by
+    ``request_of``, a door's way of making one: its preset, its normalizer) and every speaker
+    found, before any model runs; ``ScriptError`` naming the line where one is not."""
+    if not 0 <= turn_pause <= MAX_TURN_PAUSE_S:
+        raise ScriptError(
+            f"turn_pause must be 0 to {MAX_TURN_PAUSE_S:g} seconds, got {turn_pause!r}"
+        )
+    options = dict(options or {})
+    rate = options.pop("sample_rate", None)  # the whole track is resampled, once
+    turns = script.parse(text, named_lines)
+    check_speakers(turns, speakers or {})
+    voices = merged_voices(options, speakers)
+    requests = [_request(turn, voices, request_of) for turn in turns]
+    return Script(text, turns, requests, voices, turn_pause, rate)
+
+
+def stream(voice, made: Script, should_stop=None, progress=None) -> Iterator[Speech]:
+    """The turns of a checked script spoken by ``voice`` (an ``OmniVoiceONNX``), one result a
+    turn (the turn's silence before it, but the first's), the references encoded once, at the
+    rate asked through one resampler: joined (``Speech.join``), the whole track.
+    ``progress(done, total)`` is told each turn; ``should_stop`` as ``generate``'s."""
+    voices = encode_voices(voice, made.voices[None], {k: v for k, v in made.voices.items() if k})
+    rate = made.sample_rate or voice.sample_rate
+    resampler = Resampler(voice.sample_rate, rate) if rate != voice.sample_rate else None
+    gap = np.zeros(round(made.turn_pause * voice.sample_rate), np.float32)
+    for index, (turn, request) in enumerate(zip(made.turns, made.requests, strict=True)):
+        prompt = voices[turn.speaker]["prompt"]
+        speech = voice.generate(request.with_prompt(prompt), should_stop=should_stop)
+        if prompt is None:  # the auto voice or a design: its first turn's voice from now on
+            try:
+                voices[turn.speaker]["prompt"] = speech.voice_prompt()
+            except ValueError:
+                pass  # a first turn too long to keep: the next is made anew, as dubbing does
+        before = gap.size if index else 0
+        waveform = np.concatenate([gap[:before], speech.waveform])
+        said = [replace(c.moved(before), speaker=turn.speaker) for c in speech.captions]
+        if resampler is not None:
+            ahead, waveform = resampler.ahead, resampler.push(waveform)
+            if index == len(made.turns) - 1:
+                waveform = np.concatenate([waveform, resampler.flush()])
+            said = [c.at_rate(rate, ahead, waveform.size) for c in said]
+        speech.waveform, speech.sample_rate, speech.captions = waveform, rate, said
+        speech.metadata.update(turn=index, speaker=turn.speaker, pieces_in_request=len(made.turns))
+        if progress is not None:
+            progress(index + 1, len(made.turns))
+        yield speech
+
+
+def speak(voice, made: Script, progress=None, should_stop=None) -> Speech:
+    """A checked script spoken by ``voice`` as one result (``stream`` joined); its metadata
+    says the turns and the speakers."""
+    started = time.perf_counter()
+    result = Speech.join(list(stream(voice, made, should_stop, progress)))
+    total = time.perf_counter() - started
+    for name in ("turn", "speaker", "piece", "pieces", "text"):
+        result.metadata.pop(name, None)
+    result.metadata.update(
+        turns=len(made.turns),
+        speakers=script.speakers_of(made.turns),
+        timings={"total": total},
+        rtf=total / max(result.seconds, 1e-9),
+    )
+    return result
+
+
+def library_speakers(library, given: dict[str, str] | None = None) -> dict[str, dict]:
+    """A ``speakers`` table: every voice of ``library`` (a ``VoiceLibrary``) by its name, and
+    each ``given`` name's voice on top: a voice of the library, else a voice design's items
+    ("female, low pitch")."""
+    table = {entry.name: library.options(entry.name) for entry in library.entries()}
+    for name, voice in (given or {}).items():
+        if not script.is_name(name):
+            raise ScriptError(
+                f"{name[:40]!r} is no speaker's name: 1 to {MAX_SPEAKER_CHARS} letters, digits, "
+                "spaces, '.', '_', \"'\" or '-', a letter first"
+            )
+        try:
+            table[name] = library.options(voice)
+        except ValueError:
+            try:
+                table[name] = {"instruct": resolve_instruct(voice)}
+            except ValueError as exc:
+                raise ScriptError(
+                    f"speaker {name!r}: {voice[:60]!r} is neither a voice of the library "
+                    f"({', '.join(library.names())}) nor a voice design ({exc})"
+                ) from exc
+    return table
+
+
+def check_speakers(turns: list[Turn], speakers: dict) -> None:
+    """Every named speaker has a voice, before anything runs."""
+    for turn in turns:
+        if turn.speaker is not None and turn.speaker not in speakers:
+            known = ", ".join(sorted(speakers)) or "none"
+            raise ScriptError(
+                f"line {turn.line}: no voice for speaker {turn.speaker!r}; the voices are "
+                f"{known}: give {turn.speaker!r} one (a voice of the library, a design or a "
+                "reference)"
+            )
+
+
+def _request(turn: Turn, voices: dict, request_of) -> Request:
+    try:
+        return request_of({**without_reference(voices[turn.speaker]), "text": turn.text})
+    except ValueError as exc:
+        raise ScriptError(f"line {turn.line}: {exc}") from exc

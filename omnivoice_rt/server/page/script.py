@@ -1,0 +1,154 @@
+"""The "Script" tab: a dialogue ("Name: text" lines, or ``[voice:Name]`` tags) spoken turn by turn,
+each name in its voice: a voice of the library by that name, or the one the speakers' table
+gives it (``omnivoice_rt.dialogue``). ``/script`` in gradio_client and MCP."""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import gradio as gr
+
+from omnivoice_rt import dialogue
+from omnivoice_rt.audio.formats import pcm16
+from omnivoice_rt.dialogue import TURN_PAUSE_S
+from omnivoice_rt.limits import MAX_TURN_PAUSE_S
+from omnivoice_rt.request import door_request
+from omnivoice_rt.server.page.options import inputs
+from omnivoice_rt.server.page.shared import (
+    STREAMING,
+    abandoned,
+    as_messages,
+    caption_lines,
+    captions_file,
+    language_choice,
+    page_client,
+    page_request,
+)
+from omnivoice_rt.text import script
+from omnivoice_rt.voices import VoiceLibrary
+
+SCRIPT_TIPS = (
+    'Write a dialogue, a turn a line: "Name: what Name says" (a name in any script, "小明：" '
+    "too), or [voice:Name] tags anywhere. Each name speaks in the library's voice of that name, "
+    "or in the voice the speakers' table gives it: a voice of the library, or a voice design "
+    '("female, low pitch"). A designed voice keeps its first turn\'s voice. What no name claims '
+    "is said in the voice below."
+)
+EXAMPLE = "alloy: Good morning! Did you sleep well?\necho: Not really. [pause:400ms] The storm."
+
+
+def layout(library: VoiceLibrary) -> dict[str, gr.components.Component]:
+    """The tab's controls by the parameter of ``Handlers.script`` each fills, and its button."""
+    gr.Markdown(SCRIPT_TIPS)
+    text = gr.Textbox(label="Script", lines=8, placeholder=EXAMPLE, elem_id="script-text")
+    speakers = gr.Textbox(
+        label="Speakers: NAME=VOICE, one a line (filled with the names the script uses)",
+        lines=3,
+        placeholder="Ann=female, low pitch\nBob=narrator",
+        elem_id="script-speakers",
+    )
+    with gr.Row():
+        voice = gr.Dropdown(
+            [""] + library.names(),
+            value="",
+            label="Voice of the lines no name claims",
+            allow_custom_value=True,
+            elem_id="script-voice",
+        )
+        language = language_choice()
+        turn_pause = gr.Slider(
+            0.0,
+            MAX_TURN_PAUSE_S,
+            value=TURN_PAUSE_S,
+            step=0.05,
+            label="Pause between turns (s)",
+            elem_id="script-turn-pause",
+        )
+    button = gr.Button("Speak the script", variant="primary", elem_id="script-generate")
+    text.change(named_speakers, [text, speakers], speakers, api_visibility="private", queue=False)
+    return {
+        "text": text,
+        "speaker_voices": speakers,
+        "voice": voice,
+        "language": language,
+        "turn_pause": turn_pause,
+        "button": button,
+    }
+
+
+def named_speakers(text: str, speakers: str) -> str:
+    """The speakers' table with a line for every name the script uses that it lacks (its voice
+    left for the visitor, or the library's voice of that name)."""
+    try:
+        names = script.speakers_of(script.parse(text or "", named_lines=True))
+    except ValueError:
+        return speakers  # the script is being written: its error comes when it is spoken
+    given = dict(speaker_lines(speakers, strict=False))
+    added = [f"{name}=" for name in names if name not in given]
+    return "\n".join([*(line for line in (speakers or "").splitlines() if line.strip()), *added])
+
+
+def speaker_lines(table: str, strict: bool = True) -> list[tuple[str, str]]:
+    """The speakers' table's ``NAME=VOICE`` lines; a line with no voice is the library's voice
+    of that name; with ``strict``, a line that is not NAME=VOICE is refused."""
+    pairs = []
+    for number, line in enumerate((table or "").splitlines(), 1):
+        if not line.strip():
+            continue
+        name, equals, voice = line.partition("=")
+        if not equals and strict:
+            raise ValueError(f"speakers, line {number}: write NAME=VOICE, such as Ann=female")
+        if voice.strip():
+            pairs.append((name.strip(), voice.strip()))
+    return pairs
+
+
+class ScriptHandlers:
+    """The tab's endpoint, ``/script``, a part of ``handlers.Handlers``."""
+
+    def script(self, fields: dict, progress):
+        """``/script``: a dialogue spoken turn by turn, each name in its voice (``SUMMARIES``)."""
+        text, table = fields.pop("text") or "", fields.pop("speaker_voices")
+        precision, pause = fields.pop("precision") or self.default, fields.pop("turn_pause")
+        with as_messages():
+            speakers = dialogue.library_speakers(self.library, dict(speaker_lines(table)))
+            turns = script.parse(text, named_lines=True)
+        # the voice below and the settings, checked as a request of the first turn
+        fields.update(text=turns[0].text, duration=None)  # each turn's length is its own
+        request = page_request(fields, self.service, self.library)
+        options = {k: v for k, v in request.options().items() if k != "text"}
+        options["voice_prompt"] = request.voice_prompt
+        gone = abandoned()
+        request_of = functools.partial(door_request, normalizer=self.service.normalizer(gone))
+        with as_messages():
+            made = dialogue.prepare(text, options, speakers, True, pause, request_of)
+        started = time.perf_counter()
+        with as_messages():
+            speech = self.service.synthesized(
+                precision, made, progress=progress, should_stop=gone, client=page_client()
+            )
+        line = (
+            f"{len(made.turns)} turns of {len(script.speakers_of(made.turns))} speakers, "
+            f"{speech.seconds:.2f} s of audio in {time.perf_counter() - started:.1f} s, "
+            f"{precision}, seed {request.seed}"
+        )
+        return (
+            (speech.sample_rate, pcm16(speech.waveform)),
+            line,
+            captions_file(speech.captions),
+            caption_lines(speech.captions),
+        )
+
+
+def wire(handlers, top, shared, result, tab) -> None:
+    """The script: the settings, its speakers' table, the pause between turns."""
+    made = [result["output"], result["info"], result["subtitles"], result["lines"]]
+    tab["button"].click(
+        handlers.script, inputs(handlers.script, shared, tab), made, api_name="script"
+    ).then(
+        lambda: (gr.skip() if STREAMING else None, ""),  # nothing of an earlier result's
+        None,
+        [result["player"], result["kept"]],
+        api_visibility="private",
+    ).then(top["describe"], top["precision"], top["info"], api_visibility="private")

@@ -1,0 +1,151 @@
+"""Dialogue scripts: a text spoken turn by turn, each turn in its speaker's voice.
+
+One grammar, in the text of any door:
+
+- ``[voice:NAME]`` anywhere: what follows it, up to the next such tag, is NAME's turn. A text
+  with such a tag is always a script; what comes before the first tag is the default voice's.
+- Where a script is asked for (``script=True``; ``"script": true`` on the OpenAI door, a flag on
+  the command line), a line starting ``Name:`` (or the full-width ``Name：``) starts Name's turn,
+  and the lines after it without a name continue it. Only then, so that "Note: the gate closes
+  at six" stays ordinary text in an ordinary request. Text before the first name is the default
+  voice's. Blank lines between turns are fine; a line's later colons are its text's.
+
+A name is 1 to ``MAX_SPEAKER_CHARS`` characters of any script: a letter first, then letters,
+their marks, digits, spaces, ``.``, ``_``, ``'`` or ``-`` ("María", "小明", "Speaker 2",
+"Dr. Watson"), never a path or markup. A turn's text keeps its own markup (``[pause:1s]``, the
+model's non-verbal tags); each turn is a request of its own (:mod:`omnivoice_rt.dialogue`).
+
+Refused before anything runs, as a :class:`ScriptError` naming the line and what to write: a
+named turn with no text, a ``[voice:...]`` tag whose name is not a name, more than
+``MAX_SPEAKERS`` speakers, a script with nothing to say or longer than ``MAX_SCRIPT_CHARS``.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from omnivoice_rt.limits import MAX_SCRIPT_CHARS, MAX_SPEAKER_CHARS, MAX_SPEAKERS
+
+VOICE_TAG = re.compile(r"\[voice:([^\]\n]*)\]", re.IGNORECASE)
+# "Name:" or "Name：" at a line's start: the name's candidate, checked by ``is_name``
+NAMED_LINE = re.compile(rf"[ \t]*([^:：\n]{{1,{MAX_SPEAKER_CHARS}}})[:：][ \t]*(.*)")
+NAME_PUNCTUATION = " ._'-"
+
+
+class ScriptError(ValueError):
+    """A script this runtime cannot speak: the message names the line and what to write."""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One speaker's turn: who (None: the default voice), what, and the line it starts on."""
+
+    speaker: str | None
+    text: str
+    line: int
+
+
+def is_name(name: str) -> bool:
+    """Whether ``name`` is a speaker's name: a letter first, then letters, marks, digits and
+    ``NAME_PUNCTUATION``, at most ``MAX_SPEAKER_CHARS``, no space at either end."""
+    if not 0 < len(name) <= MAX_SPEAKER_CHARS or name != name.strip():
+        return False
+    first = unicodedata.category(name[0])
+    return first.startswith("L") and all(
+        unicodedata.category(c)[0] in "LMN" or c in NAME_PUNCTUATION for c in name
+    )
+
+
+def named(line: str) -> tuple[str, str] | None:
+    """``(name, text)`` of a line that starts ``Name:`` (or ``Name：``), else None."""
+    matched = NAMED_LINE.fullmatch(line)
+    if matched is None or not is_name(matched.group(1).strip()):
+        return None
+    return matched.group(1).strip(), matched.group(2)
+
+
+def has_tags(text: str) -> bool:
+    """Whether ``text`` is a script whatever the request says: it has a ``[voice:...]`` tag."""
+    return VOICE_TAG.search(text) is not None
+
+
+def parse(text: str, named_lines: bool = False) -> list[Turn]:
+    """The turns of ``text``: split at ``[voice:NAME]`` tags, and with ``named_lines`` at lines
+    starting ``Name:``; ``ScriptError`` where it cannot be spoken."""
+    if len(text) > MAX_SCRIPT_CHARS:
+        raise ScriptError(
+            f"the script has {len(text):,} characters; the limit is {MAX_SCRIPT_CHARS:,}: "
+            "split it into parts"
+        )
+    turns: list[Turn] = []
+    speaker, lines, start = None, [], 1
+    every = text.splitlines()
+    for number, line in enumerate(every, 1):
+        turn = named(line) if named_lines else None
+        if turn is not None:
+            _close(turns, speaker, lines, start)
+            (speaker, line), lines, start = turn, [], number
+            if not line.strip() and not _continues(every, number):
+                raise ScriptError(
+                    f"line {number}: {speaker!r} has no text; write '{speaker}: what "
+                    f"{speaker} says', or remove the line"
+                )
+        for part in _tagged(line, number):
+            if isinstance(part, str):
+                lines.append(part)
+                continue
+            _close(turns, speaker, lines, start)
+            speaker, lines, start = part.speaker, [], number
+        lines.append("\n")
+    _close(turns, speaker, lines, start)
+    return _checked(turns)
+
+
+def _continues(lines: list[str], number: int) -> bool:
+    """Whether the line after line ``number`` carries on its turn (not blank, no name)."""
+    after = lines[number] if number < len(lines) else ""
+    return bool(after.strip()) and named(after) is None
+
+
+def _tagged(line: str, number: int) -> list:
+    """The line's text and its ``[voice:NAME]`` tags in order: strings, and a ``Turn`` with no
+    text for each tag."""
+    parts, at = [], 0
+    for tag in VOICE_TAG.finditer(line):
+        name = tag.group(1).strip()
+        if not is_name(name):
+            raise ScriptError(
+                f"line {number}: [voice:{tag.group(1)[:40]}] names no speaker; a name is 1 to "
+                f"{MAX_SPEAKER_CHARS} letters, digits, spaces, '.', '_', \"'\" or '-', a letter "
+                "first, such as [voice:Ann]"
+            )
+        parts += [line[at : tag.start()], Turn(name, "", number)]
+        at = tag.end()
+    return [*parts, line[at:]]
+
+
+def _close(turns: list[Turn], speaker: str | None, lines: list[str], start: int) -> None:
+    """The turn made of ``lines``, where it says something."""
+    text = " ".join("".join(lines).split())
+    if text:
+        turns.append(Turn(speaker, text, start))
+
+
+def _checked(turns: list[Turn]) -> list[Turn]:
+    if not turns:
+        raise ScriptError("the script has nothing to say: write 'Name: what Name says' lines")
+    speakers = speakers_of(turns)
+    if len(speakers) > MAX_SPEAKERS:
+        late = next(t for t in turns if t.speaker == speakers[MAX_SPEAKERS])
+        raise ScriptError(
+            f"line {late.line}: {late.speaker!r} is speaker {MAX_SPEAKERS + 1}; a script has at "
+            f"most {MAX_SPEAKERS} speakers"
+        )
+    return turns
+
+
+def speakers_of(turns: list[Turn]) -> list[str]:
+    """The named speakers of ``turns``, in the order they first speak."""
+    return list(dict.fromkeys(turn.speaker for turn in turns if turn.speaker))

@@ -1,0 +1,198 @@
+"""Dialogue scripts (issue 53, item 2): the grammar (``omnivoice_rt.text.script``), speaking one
+(``omnivoice_rt.dialogue``, the library's ``generate(script, speakers=...)``) on the tiny
+fixture, the captions that name each speaker, and ``synthesize --script`` on the command line.
+Each turn of a script is the same turn made alone with its speaker's voice; a designed voice
+keeps its first turn's voice."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from omnivoice_rt import captions, dialogue
+from omnivoice_rt.limits import MAX_SCRIPT_CHARS, MAX_SPEAKERS
+from omnivoice_rt.request import OptionError, Request
+from omnivoice_rt.text import script
+from omnivoice_rt.text.script import ScriptError, Turn
+
+FAST = dict(num_step=4, seed=2, normalize_text=False)
+
+
+@pytest.fixture(scope="module")
+def voice(fp32_voice):
+    """The session's fp32 model (conftest)."""
+    return fp32_voice
+
+
+# ----------------------------------------------------------------------------- the grammar
+
+
+def test_named_lines_in_any_script_start_turns_and_plain_lines_continue_them():
+    text = (
+        "Before anyone speaks.\n"
+        "María: Hola, ¿qué tal?\n"
+        "小明：你好！\n"
+        "Speaker 2: At 10:30 we go,\n"
+        "  and this line carries on.\n"
+        "\n"
+        "Dr. Watson:Indeed.\n"
+    )
+    assert script.parse(text, named_lines=True) == [
+        Turn(None, "Before anyone speaks.", 1),
+        Turn("María", "Hola, ¿qué tal?", 2),
+        Turn("小明", "你好！", 3),
+        Turn("Speaker 2", "At 10:30 we go, and this line carries on.", 4),
+        Turn("Dr. Watson", "Indeed.", 7),
+    ]
+    # not asked for: ordinary text, its colon read as written
+    assert script.parse("Note: the gate closes at six.") == [
+        Turn(None, "Note: the gate closes at six.", 1)
+    ]
+
+
+def test_voice_tags_are_always_a_script_and_keep_a_turns_own_markup():
+    assert script.has_tags("Hi [voice:Ann] there") and not script.has_tags("[laughter] hi")
+    assert script.parse("Hello. [VOICE:Ann] Hi! [pause:1s] Bye. [voice:Bob] Yo.") == [
+        Turn(None, "Hello.", 1),
+        Turn("Ann", "Hi! [pause:1s] Bye.", 1),
+        Turn("Bob", "Yo.", 1),
+    ]
+    with pytest.raises(OptionError, match=r"\[voice:NAME\] tags.*dialogue script"):
+        Request(text="Hello [voice:Ann] there.")
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("Ann: Hi.\nBob:\n\nAnn: Bye.", "line 2: 'Bob' has no text; write 'Bob: what Bob says'"),
+        ("Ann: Hi.\nBob:", "line 2: 'Bob' has no text"),
+        ("Hi [voice:../../etc/passwd] there", r"line 1: \[voice:../../etc/passwd\] names no"),
+        ("Hi [voice:<b>x</b>] there", "names no speaker"),
+        ("Hi [voice:] there", "names no speaker"),
+        ("\n  \n", "nothing to say"),
+        (
+            "".join(f"S{n}: hi.\n" for n in range(MAX_SPEAKERS + 1)),
+            f"line {MAX_SPEAKERS + 1}: 'S{MAX_SPEAKERS}' is speaker {MAX_SPEAKERS + 1}",
+        ),
+        ("Ann: " + "a" * MAX_SCRIPT_CHARS, "the limit is 100,000"),
+    ],
+)
+def test_a_script_that_cannot_be_spoken_names_the_line_and_the_fix(text, words):
+    with pytest.raises(ScriptError, match=words):
+        script.parse(text, named_lines=True)
+
+
+def test_captions_name_the_speaker_in_every_format():
+    said = [
+        captions.Caption(0, 24000, 24000, "Hi <there> & you.", speaker="María"),
+        captions.Caption(30000, 48000, 24000, "Yes.", speaker=None),
+    ]
+    vtt = captions.write(said, "vtt")
+    assert "<v María>Hi &lt;there&gt; &amp; you.\n" in vtt and "\nYes.\n" in vtt
+    webvtt = pytest.importorskip("webvtt", reason="webvtt-py (dev extra)")
+    import html
+    import io
+
+    read = webvtt.from_buffer(io.StringIO(vtt))  # webvtt-py leaves the entities as they are
+    assert read.captions[0].voice == "María"
+    assert html.unescape(read.captions[0].text) == "Hi <there> & you."
+    assert "María: Hi <there> & you." in captions.write(said, "srt")
+    entries = json.loads(captions.write(said, "json"))
+    assert entries[0]["speaker"] == "María" and "speaker" not in entries[1]
+    assert captions.from_json(entries) == said
+
+
+# ----------------------------------------------------------------------------- speaking
+
+
+def test_each_turn_is_its_speaker_alone_and_a_design_keeps_its_first_voice(voice):
+    speakers = {"Ann": {"instruct": "female, high pitch"}, "Bob": {"instruct": "male"}}
+    text = "Ann: Hello there.\nBob: Hi, Ann.\nAnn: How are you?"
+    speech = voice.generate(text, script=True, speakers=speakers, turn_pause=0.25, **FAST)
+    assert speech.metadata["turns"] == 3 and speech.metadata["speakers"] == ["Ann", "Bob"]
+    assert [c.speaker for c in speech.captions] == ["Ann", "Bob", "Ann"]
+    ann = voice.generate("Hello there.", instruct="female, high pitch", **FAST)
+    bob = voice.generate("Hi, Ann.", instruct="male", **FAST)
+    again = voice.generate(
+        "How are you?", instruct="female, high pitch", voice_prompt=ann.voice_prompt(), **FAST
+    )
+    gap = np.zeros(round(0.25 * voice.sample_rate), np.float32)
+    expected = np.concatenate([ann.waveform, gap, bob.waveform, gap, again.waveform])
+    np.testing.assert_array_equal(speech.waveform, expected)
+    starts = [c.start_sample for c in speech.captions]
+    assert starts[1] == ann.waveform.size + gap.size + bob.captions[0].start_sample
+    # at another rate: the track resampled once, the captions at the same seconds
+    at_16k = voice.generate(
+        text, script=True, speakers=speakers, turn_pause=0.25, sample_rate=16000, **FAST
+    )
+    assert at_16k.sample_rate == 16000
+    assert abs(at_16k.seconds - speech.seconds) < 1 / 16000 + 1e-9
+    assert abs(at_16k.captions[2].start - speech.captions[2].start) <= 1 / 16000
+
+
+def test_an_unknown_speaker_or_a_bad_turn_is_refused_before_anything_runs(voice):
+    made = []
+    with pytest.raises(ScriptError, match="line 2: no voice for speaker 'Bob'; the voices are Ann"):
+        voice.generate(
+            "Ann: Hi.\nBob: Hello.",
+            script=True,
+            speakers={"Ann": {"instruct": "female"}},
+            progress=lambda done, total: made.append(done),
+            **FAST,
+        )
+    with pytest.raises(ScriptError, match="line 2: .*speed"):
+        voice.generate(
+            "Ann: Hi.\nBob: Hello.",
+            script=True,
+            speakers={"Ann": {}, "Bob": {"speed": 99.0}},
+            progress=lambda done, total: made.append(done),
+            **FAST,
+        )
+    assert made == []
+
+
+def test_library_speakers_take_voices_by_name_and_designs(tmp_path):
+    from omnivoice_rt.voices import VoiceLibrary
+
+    library = VoiceLibrary(tmp_path, writable=True)
+    library.add_design("narrator", "male, low pitch")
+    table = dialogue.library_speakers(library, {"María": "narrator", "Bob": "female, whisper"})
+    assert table["narrator"] == table["María"] == library.options("narrator")
+    assert table["Bob"] == {"instruct": "female, whisper"} and "alloy" in table
+    with pytest.raises(ScriptError, match="speaker 'Bob': 'purple' is neither a voice"):
+        dialogue.library_speakers(library, {"Bob": "purple"})
+    with pytest.raises(ScriptError, match="is no speaker's name"):
+        dialogue.library_speakers(library, {"../x": "narrator"})
+
+
+def test_the_command_line_speaks_a_script_with_its_speakers(fp32_artifacts, tmp_path):
+    import soundfile as sf
+
+    from tests.runtime.test_runtime import ROOT
+
+    source = tmp_path / "talk.txt"
+    source.write_text("María: Hola.\nBob：Hello there.\n", encoding="utf-8")
+    model = ["--model-dir", str(fp32_artifacts), "--precision", "fp32", "--num-step", "4"]
+
+    def cli(*args):
+        command = [sys.executable, "-m", "omnivoice_rt", "synthesize", *model, *args]
+        return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+    out, vtt = tmp_path / "talk.wav", tmp_path / "talk.vtt"
+    done = cli(
+        "--script", str(source), "--speaker", "María=female", "--speaker", "Bob=male",
+        "--output", str(out), "--captions", str(vtt), "--seed", "1",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert sf.info(out).duration > 0.5
+    written = vtt.read_text(encoding="utf-8")
+    assert "<v María>Hola." in written and "<v Bob>Hello there." in written
+    refused = cli("--script", str(source), "--speaker", "María=female", "--output", str(out))
+    assert refused.returncode != 0 and "line 2: no voice for speaker 'Bob'" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    both = cli("--script", str(source), "--text", "Hi.", "--output", str(out))
+    assert both.returncode != 0 and "--text TEXT, or --script FILE" in both.stderr

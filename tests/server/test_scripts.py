@@ -1,0 +1,108 @@
+"""Dialogue scripts on the OpenAI door (issue 53, item 2): ``"script": true`` for "Name:" lines,
+``[voice:NAME]`` tags always; each name a voice of the server's library; the answer equals the
+library's ``generate(script, speakers=...)`` for the same seed and preset, streamed turn by turn
+or whole, its captions naming each turn's speaker; a script that cannot be spoken is a 400
+naming its line. The grammar and the library: tests/runtime/test_dialogue.py."""
+
+from __future__ import annotations
+
+import base64
+
+import httpx
+import numpy as np
+import pytest
+import soundfile as sf
+
+from omnivoice_rt import dialogue
+from omnivoice_rt.audio.formats import pcm16
+from omnivoice_rt.request import DOOR_PRESET
+from omnivoice_rt.voices import VoiceLibrary
+from tests.server.conftest import mcp_calls, text_of
+
+SCRIPT = "alloy: Good morning.\necho: Morning! [pause:300ms] Coffee?\nalloy: Yes, please."
+
+
+def speech(url: str, **fields) -> httpx.Response:
+    body = {"model": "omnivoice", "voice": "auto", "seed": 3, "num_step": 4, **fields}
+    return httpx.post(f"{url}/v1/audio/speech", json=body, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def expected(int4_voice):
+    """The library's dialogue for the same script, seed and the door's settings."""
+    return int4_voice.generate(
+        SCRIPT,
+        script=True,
+        speakers=dialogue.library_speakers(VoiceLibrary()),
+        seed=3,
+        num_step=4,
+        preset=DOOR_PRESET,
+        normalize_text=True,
+    )
+
+
+def test_a_script_is_the_librarys_dialogue_streamed_or_whole(app_server, expected):
+    streamed = speech(app_server, input=SCRIPT, script=True, response_format="pcm")
+    assert streamed.status_code == 200, streamed.text
+    np.testing.assert_array_equal(
+        np.frombuffer(streamed.content, np.int16), pcm16(expected.waveform)
+    )
+    whole = speech(
+        app_server, input=SCRIPT, script=True, response_format="pcm", captions=True
+    ).json()
+    np.testing.assert_array_equal(
+        np.frombuffer(base64.b64decode(whole["audio"]), np.int16), pcm16(expected.waveform)
+    )
+    speakers = [caption["speaker"] for caption in whole["captions"]]
+    assert speakers == ["alloy", "echo", "echo", "alloy"]  # echo's pause splits its turn
+    assert [c["start_sample"] for c in whole["captions"]] == [
+        c.start_sample for c in expected.captions
+    ]
+
+
+def test_voice_tags_make_a_script_and_name_lines_need_asking(app_server, int4_voice):
+    tagged = speech(app_server, input="[voice:echo] Hi. [voice:alloy] Hello.", captions=True)
+    assert tagged.status_code == 200, tagged.text
+    assert [c["speaker"] for c in tagged.json()["captions"]] == ["echo", "alloy"]
+    plain = speech(app_server, input="Note: the gate closes.", captions=True).json()
+    assert [c.get("speaker") for c in plain["captions"]] == [None]
+    assert plain["captions"][0]["written"] == "Note: the gate closes."
+
+
+@pytest.mark.parametrize(
+    "fields, words",
+    [
+        ({"input": "alloy: Hi.\nZed: Hello."}, "line 2: no voice for speaker 'Zed'"),
+        ({"input": "alloy: Hi.\necho:\n\nalloy: Bye."}, "line 2: 'echo' has no text"),
+        ({"input": "Hi [voice:../x] there"}, r"line 1: [voice:../x] names no speaker"),
+        ({"input": "alloy: Hi.", "turn_pause": 60}, "turn_pause must be 0 to 5"),
+        ({"input": "alloy: Hi.", "turn_pause": "long"}, "'turn_pause' must be a number"),
+    ],
+)
+def test_a_script_that_cannot_be_spoken_is_a_400_naming_its_line(app_server, fields, words):
+    answer = speech(app_server, script=True, **fields)
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert words in error["message"] and error["param"] in ("input", "turn_pause"), error
+
+
+def test_the_pages_api_and_mcp_speak_a_script(app_server, expected):
+    """``/script`` (the page's Script tab) through gradio_client: the same dialogue; a speaker's
+    voice given in ``speaker_voices`` replaces the library's of that name; MCP's tool likewise."""
+    from gradio_client import Client
+
+    client = Client(app_server, verbose=False)
+    fixed = dict(language="Auto", precision="int4", seed=3, randomize_seed=False, num_step=4)
+    path, info, _, lines = client.predict(SCRIPT, "", **fixed, api_name="/script")
+    np.testing.assert_array_equal(sf.read(path, dtype="int16")[0], pcm16(expected.waveform))
+    assert "3 turns of 2 speakers" in info and "echo: Morning" in lines, (info, lines)
+    other, _, _, _ = client.predict(SCRIPT, "echo=female, high pitch", **fixed, api_name="/script")
+    assert not np.array_equal(sf.read(other, dtype="int16")[0], pcm16(expected.waveform))
+    with pytest.raises(Exception, match="line 2: no voice for speaker 'Zed'"):
+        client.predict("alloy: Hi.\nZed: Yo.", "", **fixed, api_name="/script")
+
+
+def test_mcp_has_a_script_tool(keyless_server):
+    url, _, _ = keyless_server
+    (result,) = mcp_calls(url, [("script", {"text": SCRIPT, "seed": 3, "num_step": 4})])
+    assert not result.isError and "3 turns of 2 speakers" in text_of(result), text_of(result)
