@@ -125,6 +125,18 @@ def expected(runtime, text: str, seed: int, prompt=None, **options) -> np.ndarra
     )
 
 
+def expected_dialogue(runtime, text: str, seed: int, **options):
+    """What a door should make of a dialogue script: the library's, each name a built-in voice,
+    with the doors' settings."""
+    from omnivoice_rt import dialogue
+    from omnivoice_rt.voices import VoiceLibrary
+
+    speakers = dialogue.library_speakers(VoiceLibrary())
+    return runtime.generate(
+        text, script=True, speakers=speakers, seed=seed, preset=DOOR_PRESET, **options
+    )
+
+
 async def answer(
     client: AsyncTcpClient, until: str = "audio-stop", rate: int = 24000
 ) -> tuple[list[str], bytes]:

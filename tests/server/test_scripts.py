@@ -13,11 +13,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from omnivoice_rt import dialogue
 from omnivoice_rt.audio.formats import pcm16
-from omnivoice_rt.request import DOOR_PRESET
-from omnivoice_rt.voices import VoiceLibrary
-from tests.server.conftest import mcp_calls, text_of
+from tests.server.conftest import expected_dialogue, mcp_calls, text_of
 
 SCRIPT = "alloy: Good morning.\necho: Morning! [pause:300ms] Coffee?\nalloy: Yes, please."
 
@@ -30,15 +27,7 @@ def speech(url: str, **fields) -> httpx.Response:
 @pytest.fixture(scope="module")
 def expected(int4_voice):
     """The library's dialogue for the same script, seed and the door's settings."""
-    return int4_voice.generate(
-        SCRIPT,
-        script=True,
-        speakers=dialogue.library_speakers(VoiceLibrary()),
-        seed=3,
-        num_step=4,
-        preset=DOOR_PRESET,
-        normalize_text=True,
-    )
+    return expected_dialogue(int4_voice, SCRIPT, 3, num_step=4, normalize_text=True)
 
 
 def test_a_script_is_the_librarys_dialogue_streamed_or_whole(app_server, expected):

@@ -16,13 +16,19 @@ from wyoming.client import AsyncTcpClient
 from wyoming.event import Event
 from wyoming.tts import SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
 
-from omnivoice_rt import dialogue
 from omnivoice_rt.audio.formats import pcm16
 from omnivoice_rt.request import DOOR_PRESET, Request
 from omnivoice_rt.voice_prompt import VoicePrompt
-from omnivoice_rt.voices import DESIGNED_VOICES, VoiceLibrary
+from omnivoice_rt.voices import DESIGNED_VOICES
 from tests.conftest import in_arrival_order
-from tests.server.conftest import LIBRARY_KEY, answer, describe, expected, speak
+from tests.server.conftest import (
+    LIBRARY_KEY,
+    answer,
+    describe,
+    expected,
+    expected_dialogue,
+    speak,
+)
 
 LONG = " ".join(
     f"This is sentence number {n} of a longer text, said slowly and clearly." for n in range(12)
@@ -140,15 +146,7 @@ def test_a_script_speaks_each_name_in_the_librarys_voice_of_that_name(server, ru
     text = "alloy: Good morning.\necho: Morning!"
     types, audio = speak(port, text, 7, script=True, num_step=4)
     assert types[-1] == "audio-stop", types
-    made = runtime.generate(
-        text,
-        script=True,
-        speakers=dialogue.library_speakers(VoiceLibrary()),
-        seed=7,
-        num_step=4,
-        preset=DOOR_PRESET,
-        normalize_text=True,
-    )
+    made = expected_dialogue(runtime, text, 7, num_step=4, normalize_text=True)
     np.testing.assert_array_equal(audio, pcm16(made.waveform))
     _, tagged = speak(port, "[voice:alloy] Good morning. [voice:echo] Morning!", 7, num_step=4)
     np.testing.assert_array_equal(tagged, audio)

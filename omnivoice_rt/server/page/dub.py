@@ -14,7 +14,6 @@ from omnivoice_rt.limits import DUB_MAX_SPEED, MAX_SPEED
 from omnivoice_rt.request import door_request
 from omnivoice_rt.server.page.options import inputs
 from omnivoice_rt.server.page.shared import (
-    STREAMING,
     abandoned,
     as_messages,
     caption_lines,
@@ -26,6 +25,8 @@ from omnivoice_rt.server.page.shared import (
     page_request,
     prepared,
     report_file,
+    voice_choice,
+    wire_whole,
 )
 from omnivoice_rt.voices import VoiceLibrary
 
@@ -48,13 +49,11 @@ def layout(library: VoiceLibrary) -> dict[str, gr.components.Component]:
         elem_id="dub-subtitles",
     )
     with gr.Row():
-        voice = gr.Dropdown(
-            [""] + library.names(),
-            value="",
-            label="Voice of the library",
-            info="empty: the voice design below, or the model's choice",
-            allow_custom_value=True,
-            elem_id="dub-voice",
+        voice = voice_choice(
+            library,
+            "Voice of the library",
+            "empty: the voice design below, or the model's choice",
+            "dub-voice",
         )
         instruct = gr.Textbox(
             label="Voice design (instead)",
@@ -136,14 +135,12 @@ def wire(handlers, top, shared, result, dubbing) -> None:
     """A dub: the settings but the duration (``Handlers.dub`` takes none: each cue's window is
     its own)."""
     made = [result["output"], result["info"], result["subtitles"], dubbing["report"]]
-    dubbing["button"].click(
+    wire_whole(
+        dubbing["button"],
         handlers.dub,
         inputs(handlers.dub, shared, dubbing),
         [*made, result["lines"]],
-        api_name="dub",
-    ).then(
-        lambda: (gr.skip() if STREAMING else None, ""),  # nothing of an earlier result's
-        None,
-        [result["player"], result["kept"]],
-        api_visibility="private",
-    ).then(top["describe"], top["precision"], top["info"], api_visibility="private")
+        "dub",
+        top,
+        result,
+    )

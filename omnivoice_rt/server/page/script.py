@@ -16,7 +16,6 @@ from omnivoice_rt.limits import MAX_TURN_PAUSE_S
 from omnivoice_rt.request import door_request
 from omnivoice_rt.server.page.options import inputs
 from omnivoice_rt.server.page.shared import (
-    STREAMING,
     abandoned,
     as_messages,
     caption_lines,
@@ -24,6 +23,8 @@ from omnivoice_rt.server.page.shared import (
     language_choice,
     page_client,
     page_request,
+    voice_choice,
+    wire_whole,
 )
 from omnivoice_rt.text import script
 from omnivoice_rt.voices import VoiceLibrary
@@ -49,13 +50,7 @@ def layout(library: VoiceLibrary) -> dict[str, gr.components.Component]:
         elem_id="script-speakers",
     )
     with gr.Row():
-        voice = gr.Dropdown(
-            [""] + library.names(),
-            value="",
-            label="Voice of the lines no name claims",
-            allow_custom_value=True,
-            elem_id="script-voice",
-        )
+        voice = voice_choice(library, "Voice of the lines no name claims", None, "script-voice")
         language = language_choice()
         turn_pause = gr.Slider(
             0.0,
@@ -144,11 +139,12 @@ class ScriptHandlers:
 def wire(handlers, top, shared, result, tab) -> None:
     """The script: the settings, its speakers' table, the pause between turns."""
     made = [result["output"], result["info"], result["subtitles"], result["lines"]]
-    tab["button"].click(
-        handlers.script, inputs(handlers.script, shared, tab), made, api_name="script"
-    ).then(
-        lambda: (gr.skip() if STREAMING else None, ""),  # nothing of an earlier result's
-        None,
-        [result["player"], result["kept"]],
-        api_visibility="private",
-    ).then(top["describe"], top["precision"], top["info"], api_visibility="private")
+    wire_whole(
+        tab["button"],
+        handlers.script,
+        inputs(handlers.script, shared, tab),
+        made,
+        "script",
+        top,
+        result,
+    )

@@ -62,6 +62,29 @@ def language_choice() -> gr.Dropdown:
     )
 
 
+def voice_choice(library: VoiceLibrary, label: str, info: str | None, elem_id: str) -> gr.Dropdown:
+    """A tab's voice of the library by name, or none (empty)."""
+    return gr.Dropdown(
+        [""] + library.names(),
+        value="",
+        label=label,
+        info=info,
+        allow_custom_value=True,
+        elem_id=elem_id,
+    )
+
+
+def wire_whole(button, handler, inputs: list, outputs: list, api_name: str, top, result) -> None:
+    """A button whose endpoint makes the whole result at the end (a dub, a script): the player and
+    "keep this voice" then forget an earlier result's, and the header says what is loaded."""
+    button.click(handler, inputs, outputs, api_name=api_name).then(
+        lambda: (gr.skip() if STREAMING else None, ""),  # nothing of an earlier result's
+        None,
+        [result["player"], result["kept"]],
+        api_visibility="private",
+    ).then(top["describe"], top["precision"], top["info"], api_visibility="private")
+
+
 def language_arg(language) -> str | None:
     """The page's language choice for the runtime: "Auto" (or nothing) lets it detect the language."""
     if language is not None and not isinstance(language, str):
