@@ -25,7 +25,7 @@ import numpy as np
 
 from omnivoice_rt.audio.formats import Resampler
 from omnivoice_rt.limits import MAX_SPEAKER_CHARS, MAX_TURN_PAUSE_S
-from omnivoice_rt.request import Request
+from omnivoice_rt.request import OPTIONS, OptionError, Request
 from omnivoice_rt.speakers import encode_voices, merged_voices, without_reference
 from omnivoice_rt.speech import Speech
 from omnivoice_rt.text import script
@@ -72,18 +72,27 @@ def prepare(
 ) -> Script:
     """``text`` as a script, every turn checked as a request of its speaker's options (by
     ``request_of``, a door's way of making one: its preset, its normalizer) and every speaker
-    found, before any model runs; ``ScriptError`` naming the line where one is not."""
-    if not 0 <= turn_pause <= MAX_TURN_PAUSE_S:
-        raise ScriptError(
-            f"turn_pause must be 0 to {MAX_TURN_PAUSE_S:g} seconds, got {turn_pause!r}"
+    found, before any model runs; ``ScriptError`` naming the line where one is not (an
+    ``OptionError`` naming the option, where it is one)."""
+    is_number = isinstance(turn_pause, (int, float)) and not isinstance(turn_pause, bool)
+    if not (is_number and 0 <= turn_pause <= MAX_TURN_PAUSE_S):  # NaN fails too
+        raise OptionError(
+            "turn_pause",
+            f"turn_pause must be 0 to {MAX_TURN_PAUSE_S:g} seconds, got {str(turn_pause)[:20]}",
         )
     options = dict(options or {})
     rate = options.pop("sample_rate", None)  # the whole track is resampled, once
+    OPTIONS["sample_rate"].check("sample_rate", rate)
+    if options.get("duration") is not None:
+        raise OptionError(
+            "duration", "a script's turns each take their own length: leave duration out"
+        )
     turns = script.parse(text, named_lines)
     check_speakers(turns, speakers or {})
-    voices = merged_voices(options, speakers)
+    used = {name: speakers[name] for name in script.speakers_of(turns)}  # the others unread
+    voices = merged_voices(options, used)
     requests = [_request(turn, voices, request_of) for turn in turns]
-    return Script(text, turns, requests, voices, turn_pause, rate)
+    return Script(text, turns, requests, voices, float(turn_pause), rate)
 
 
 def stream(voice, made: Script, should_stop=None, progress=None) -> Iterator[Speech]:
@@ -174,5 +183,7 @@ def check_speakers(turns: list[Turn], speakers: dict) -> None:
 def _request(turn: Turn, voices: dict, request_of) -> Request:
     try:
         return request_of({**without_reference(voices[turn.speaker]), "text": turn.text})
+    except OptionError as exc:  # still naming its option, for the doors that point at it
+        raise OptionError(exc.option, f"line {turn.line}: {exc}") from exc
     except ValueError as exc:
         raise ScriptError(f"line {turn.line}: {exc}") from exc

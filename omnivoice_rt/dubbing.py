@@ -154,7 +154,7 @@ def dub(
 def _line(cue: Cue, voices: dict, speakers: dict | None, request_of) -> _Line:
     text, speaker = cue.text, None
     matched = script.named(text) if speakers is not None else None
-    if matched:
+    if matched and (matched[0] in voices or " " not in matched[0]):  # "At six: ..." is text
         speaker, text = matched
         if speaker not in voices:
             known = ", ".join(sorted(name for name in voices if name)) or "none"

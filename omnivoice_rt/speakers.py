@@ -5,7 +5,8 @@ each speaker's request options, their references encoded once.
     voices["Ann"]["options"], voices["Ann"]["prompt"]   # voices[None]: the default voice's
 
 A speaker's voice fields (``VOICE_FIELDS``) replace the default's; the other options (the
-language, the settings) are the default's unless the speaker's own say otherwise. A speaker
+language, the settings) are the default's unless the speaker's own say otherwise, but the
+track's (``TRACK_FIELDS``: its sample rate), which are the default's alone. A speaker
 without a reference (the auto voice, a design) has no prompt until its first line is made; its
 later lines take that line's voice (``Speech.voice_prompt``), so one speaker is one voice.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 from omnivoice_rt.voice_prompt import VoicePrompt
 
 VOICE_FIELDS = ("instruct", "ref_audio", "ref_text", "voice_prompt")  # a speaker's replace these
+TRACK_FIELDS = ("sample_rate",)  # the whole track's, never one speaker's
 
 
 def merged_voices(options: dict, speakers: dict[str, dict] | None) -> dict:
@@ -23,7 +25,7 @@ def merged_voices(options: dict, speakers: dict[str, dict] | None) -> dict:
     for name, theirs in (speakers or {}).items():
         table[name] = {
             **{k: v for k, v in options.items() if k not in VOICE_FIELDS},
-            **{k: v for k, v in theirs.items() if v is not None},
+            **{k: v for k, v in theirs.items() if v is not None and k not in TRACK_FIELDS},
         }
     return table
 

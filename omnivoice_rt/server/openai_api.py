@@ -225,15 +225,13 @@ class OpenAIDoor:
         """The body's ``input`` as a dialogue script: "Name:" lines with ``"script": true``,
         ``[voice:NAME]`` tags always; each name a voice of the library, the body's ``voice``
         the default speaker's; ``turn_pause`` seconds between turns."""
-        pause = body.get("turn_pause", TURN_PAUSE_S)
-        if isinstance(pause, bool) or not isinstance(pause, (int, float)):
-            raise ApiError(400, "'turn_pause' must be a number of seconds.", param="turn_pause")
+        pause = body.get("turn_pause", TURN_PAUSE_S)  # checked by prepare, named if refused
         return dialogue.prepare(
             options["text"],
             {k: v for k, v in options.items() if k != "text"},
             dialogue.library_speakers(self.library),
             named_lines=optional(body, "script", bool) or False,
-            turn_pause=float(pause),
+            turn_pause=pause,
             request_of=lambda turn: SynthesisRequest.from_options(
                 turn, preset, normalizer=normalizer
             ),

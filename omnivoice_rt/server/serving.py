@@ -360,7 +360,10 @@ class Service:
 
             def pieces() -> Iterator[Speech]:  # closing it closes the voice's stream
                 if script is not None:
-                    turns = dialogue.stream(voice, script, should_stop)
+                    by_turn = None  # a Gradio progress bar is falsy: "is None", not "and"
+                    if progress is not None:
+                        by_turn = lambda d, t: progress(d / t, desc=f"Turn {d} of {t}")  # noqa: E731
+                    turns = dialogue.stream(voice, script, should_stop, by_turn)
                     yield from [Speech.join(list(turns))] if whole else turns
                 elif whole:
                     yield voice.generate(ready, progress=told, should_stop=should_stop)

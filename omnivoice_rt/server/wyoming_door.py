@@ -443,7 +443,8 @@ class Connection(AsyncEventHandler):
     async def speak_streamed(self, stream: dict, sentence: str) -> None:
         """One sentence of a stream; the first one's voice becomes the voice of the rest (when the
         voice is not a reference's already), as a long text's pieces take the first's."""
-        first = await self.speak(sentence, stream["voice"], stream["options"])
+        # a stream's sentence is no script: its [voice:NAME] tags are refused by the request
+        first = await self.speak(sentence, stream["voice"], stream["options"], script=None)
         if first is not None and "voice_prompt" not in stream["voice"]:
             try:  # the first piece's codes, text and loudness, as the library keeps a voice
                 prompt = first.voice_prompt()
@@ -456,12 +457,13 @@ class Connection(AsyncEventHandler):
                 "frame_rate": self.frame_rate,
             }
 
-    async def speak(self, text: str, voice: dict, options: dict, script: bool = False):
+    async def speak(self, text: str, voice: dict, options: dict, script: bool | None = False):
         """audio-start, the audio as it is made, audio-stop; returns the first piece. A dialogue
-        script (``script``: "Name:" lines, or ``[voice:NAME]`` tags) speaks each name in the
-        library's voice of that name, ``voice`` the default speaker's, a turn a piece."""
+        script (``script``: "Name:" lines, or ``[voice:NAME]`` tags; None: never a script)
+        speaks each name in the library's voice of that name, ``voice`` the default speaker's,
+        a turn a piece."""
         reader = self.door.service.normalizer(self.stopped.is_set)
-        if script or has_tags(text):
+        if script or script is not None and has_tags(text):
             request = await self.in_thread(self.script, text, voice, options, script, reader)
         else:
             request = await self.in_thread(build_request, text, voice, options, reader)

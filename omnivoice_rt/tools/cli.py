@@ -77,6 +77,8 @@ def cmd_synthesize(args) -> int:
     options = {name: getattr(args, name) for name in OPTIONS}
     if (args.text is None) == (args.script is None):
         raise ValueError("give the text to say: --text TEXT, or --script FILE for a dialogue")
+    if args.script is None and (args.speaker or args.voices):
+        raise ValueError("--speaker and --voices name a script's voices: give --script FILE")
     if args.script is None:
         request = door_request(options)
     else:

@@ -144,7 +144,7 @@ def test_an_unknown_speaker_or_a_bad_turn_is_refused_before_anything_runs(voice)
             progress=lambda done, total: made.append(done),
             **FAST,
         )
-    with pytest.raises(ScriptError, match="line 2: .*speed"):
+    with pytest.raises(OptionError, match="line 2: .*speed"):
         voice.generate(
             "Ann: Hi.\nBob: Hello.",
             script=True,
@@ -153,6 +153,37 @@ def test_an_unknown_speaker_or_a_bad_turn_is_refused_before_anything_runs(voice)
             **FAST,
         )
     assert made == []
+
+
+@pytest.mark.parametrize(
+    "changed, words",
+    [
+        ({"turn_pause": None}, "turn_pause must be 0 to 5 seconds"),
+        ({"turn_pause": float("nan")}, "turn_pause must be 0 to 5 seconds"),
+        ({"turn_pause": 10**400}, "turn_pause must be 0 to 5 seconds"),
+        ({"sample_rate": 5}, "sample_rate must be a whole number from 8000 to 48000"),
+        ({"duration": 3.0}, "leave duration out"),
+        ({"speakers": {"Ann": {"speed": 99.0}}}, "line 1: speed must be"),
+    ],
+)
+def test_options_a_script_cannot_take_are_refused_naming_them(changed, words):
+    arguments = {"speakers": {"Ann": {}}, **changed}
+    options = {k: arguments.pop(k) for k in ("sample_rate", "duration") if k in arguments}
+    with pytest.raises(OptionError, match=words) as caught:
+        dialogue.prepare("Ann: Hi.", options, named_lines=True, **arguments)
+    assert caught.value.option in ("turn_pause", "sample_rate", "duration", "speed")
+
+
+def test_a_speakers_own_rate_is_the_tracks_and_unused_voices_are_not_read(voice):
+    speakers = {
+        "Ann": {"instruct": "female", "sample_rate": 8000},  # the track's rate wins
+        "Zed": {"voice_prompt": "/nonexistent/zed.npz"},  # never read: Zed does not speak
+    }
+    made = dialogue.prepare("Ann: Hi there.", FAST, speakers, named_lines=True)
+    assert "Zed" not in made.voices and made.voices["Ann"].get("sample_rate") is None
+    speech = dialogue.speak(voice, made)
+    alone = voice.generate("Hi there.", instruct="female", **FAST)
+    np.testing.assert_array_equal(speech.waveform, alone.waveform)
 
 
 def test_library_speakers_take_voices_by_name_and_designs(tmp_path):

@@ -220,6 +220,9 @@ def test_name_prefixes_speak_in_library_voices(voice, tmp_path):
     )
     with pytest.raises(DubError, match="no voice 'Bob'.*narrator"):
         dub(voice, [cue(1, 0.0, 2.0, "Bob: Hi.")], FAST, speakers)
+    # a prefix of several words that names no voice is the cue's text ("At six: ...")
+    told = dub(voice, [cue(1, 0.0, 2.0, "At six: we leave.")], FAST, speakers)
+    assert told.captions[0].written == "At six: we leave." and told.captions[0].speaker is None
     # without a library, "Bob:" is part of the text
     assert dub(voice, [cue(1, 0.0, 2.0, "Bob: Hi.")], FAST).captions[0].written == "Bob: Hi."
 

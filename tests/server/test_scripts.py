@@ -65,14 +65,18 @@ def test_voice_tags_make_a_script_and_name_lines_need_asking(app_server, int4_vo
         ({"input": "alloy: Hi.\necho:\n\nalloy: Bye."}, "line 2: 'echo' has no text"),
         ({"input": "Hi [voice:../x] there"}, r"line 1: [voice:../x] names no speaker"),
         ({"input": "alloy: Hi.", "turn_pause": 60}, "turn_pause must be 0 to 5"),
-        ({"input": "alloy: Hi.", "turn_pause": "long"}, "'turn_pause' must be a number"),
+        ({"input": "alloy: Hi.", "turn_pause": "long"}, "turn_pause must be 0 to 5"),
+        ({"input": "alloy: Hi.", "turn_pause": 10**400}, "turn_pause must be 0 to 5"),
+        ({"input": "alloy: Hi.", "duration": 2}, "leave duration out"),
+        ({"input": "alloy: Hi.\necho: Yo.", "speed": 99}, "speed must be"),
     ],
 )
 def test_a_script_that_cannot_be_spoken_is_a_400_naming_its_line(app_server, fields, words):
     answer = speech(app_server, script=True, **fields)
     assert answer.status_code == 400, answer.text
     error = answer.json()["error"]
-    assert words in error["message"] and error["param"] in ("input", "turn_pause"), error
+    assert words in error["message"], error
+    assert error["param"] in ("input", "turn_pause", "duration", "speed"), error
 
 
 def test_the_pages_api_and_mcp_speak_a_script(app_server, expected):

@@ -153,6 +153,21 @@ def test_a_script_speaks_each_name_in_the_librarys_voice_of_that_name(server, ru
     types, _ = speak(port, "alloy: Hi.\nZed: Hello.", 7, script=True)
     assert types == ["error"]
 
+    async def streamed():  # a stream's sentences are no script: a tag is one clear error
+        async with AsyncTcpClient("127.0.0.1", port) as client:
+            await client.write_event(SynthesizeStart().event())
+            await client.write_event(SynthesizeChunk("Hello there. ").event())
+            await client.write_event(SynthesizeChunk("[voice:alloy] Hi! ").event())
+            await client.write_event(SynthesizeStop().event())
+            events = []
+            while (event := await asyncio.wait_for(client.read_event(), 120)) is not None:
+                events.append(event)
+                if event.type in ("error", "synthesize-stopped"):
+                    return events
+
+    events = asyncio.run(streamed())
+    assert events[-1].type == "error" and "dialogue script" in events[-1].data["text"], events[-1]
+
 
 def test_an_events_sample_rate_is_the_audios(server, runtime):
     """``sample_rate`` in the data: the audio at that rate (its audio-start and chunks say so),

@@ -79,7 +79,7 @@ def counted(handler: Callable, metrics) -> Callable:
 
 
 SPEECH = (
-    "The speech as a 24 kHz wav file, one line saying its length, time taken and seed, and its "
+    "The speech as a wav file (24 kHz, or sample_rate), one line saying its length, time taken and seed, and its "
     "captions: an SRT file, one cue per spoken piece (its start, end and text, exact to the "
     "sample)."
 )
@@ -98,7 +98,7 @@ SUMMARIES = {
     "dub": (
         "Dub a subtitle file: each cue spoken in its window and placed at its start time, in one "
         "track as long as the last cue.",
-        "The track as a 24 kHz wav file, one line saying what was made (and any warnings), its "
+        "The track as a wav file (24 kHz, or sample_rate), one line saying what was made (and any warnings), its "
         "captions where each cue was placed (an SRT file), the dub's report (a JSON file: each "
         "cue's window, duration, speed and placing), and the captions as lines of text.",
     ),
@@ -106,7 +106,7 @@ SUMMARIES = {
         "Speak a dialogue script turn by turn, each speaker in its voice (a voice of the "
         "library by the speaker's name, or the one speaker_voices gives it), as one track with "
         "a pause between turns.",
-        "The dialogue as a 24 kHz wav file, one line saying what was made, its captions (an SRT "
+        "The dialogue as a wav file (24 kHz, or sample_rate), one line saying what was made, its captions (an SRT "
         'file, each cue "Name: text"), and the captions as lines of text.',
     ),
 }
