@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from omnivoice_rt.audio.formats import Resampler
-from omnivoice_rt.limits import MAX_SPEAKER_CHARS, MAX_TURN_PAUSE_S
+from omnivoice_rt.limits import MAX_SCRIPT_CHARS, MAX_SPEAKER_CHARS, MAX_TURN_PAUSE_S
 from omnivoice_rt.request import OPTIONS, OptionError, Request
 from omnivoice_rt.speakers import encode_voices, merged_voices, without_reference
 from omnivoice_rt.speech import Speech
@@ -69,10 +69,12 @@ def prepare(
     named_lines: bool = False,
     turn_pause: float = TURN_PAUSE_S,
     request_of: Callable[[dict], Request] = Request.from_options,
+    limit: int = MAX_SCRIPT_CHARS,
 ) -> Script:
     """``text`` as a script, every turn checked as a request of its speaker's options (by
     ``request_of``, a door's way of making one: its preset, its normalizer) and every speaker
-    found, before any model runs; ``ScriptError`` naming the line where one is not (an
+    found, before any model runs; at most ``limit`` characters (a server's doors hold a whole
+    answer's audio: they pass a text's limit, ``MAX_TEXT_CHARS``); ``ScriptError`` naming the line where one is not (an
     ``OptionError`` naming the option, where it is one)."""
     is_number = isinstance(turn_pause, (int, float)) and not isinstance(turn_pause, bool)
     if not (is_number and 0 <= turn_pause <= MAX_TURN_PAUSE_S):  # NaN fails too
@@ -87,7 +89,7 @@ def prepare(
         raise OptionError(
             "duration", "a script's turns each take their own length: leave duration out"
         )
-    turns = script.parse(text, named_lines)
+    turns = script.parse(text, named_lines, limit)
     check_speakers(turns, speakers or {})
     used = {name: speakers[name] for name in script.speakers_of(turns)}  # the others unread
     voices = merged_voices(options, used)

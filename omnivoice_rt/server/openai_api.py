@@ -44,7 +44,7 @@ from omnivoice_rt.audio.formats import (
 )
 from omnivoice_rt.dialogue import TURN_PAUSE_S, Script
 from omnivoice_rt.errors import Cancelled
-from omnivoice_rt.limits import BODY_TIMEOUT_S, SEND_TIMEOUT_S
+from omnivoice_rt.limits import BODY_TIMEOUT_S, MAX_TEXT_CHARS, SEND_TIMEOUT_S
 from omnivoice_rt.request import (
     DOOR_NORMALIZE_TEXT,
     DOOR_PRESET,
@@ -232,6 +232,7 @@ class OpenAIDoor:
             dialogue.library_speakers(self.library),
             named_lines=optional(body, "script", bool) or False,
             turn_pause=pause,
+            limit=MAX_TEXT_CHARS,
             request_of=lambda turn: SynthesisRequest.from_options(
                 turn, preset, normalizer=normalizer
             ),

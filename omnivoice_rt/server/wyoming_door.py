@@ -514,6 +514,7 @@ class Connection(AsyncEventHandler):
             dialogue.library_speakers(self.door.library),
             named_lines,
             request_of=lambda turn: Request.from_options(turn, DOOR_PRESET, normalizer=reader),
+            limit=MAX_TEXT_CHARS,
         )
 
     async def in_thread(self, function, *args):

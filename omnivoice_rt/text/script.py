@@ -71,13 +71,14 @@ def has_tags(text: str) -> bool:
     return VOICE_TAG.search(text) is not None
 
 
-def parse(text: str, named_lines: bool = False) -> list[Turn]:
+def parse(text: str, named_lines: bool = False, limit: int = MAX_SCRIPT_CHARS) -> list[Turn]:
     """The turns of ``text``: split at ``[voice:NAME]`` tags, and with ``named_lines`` at lines
-    starting ``Name:``; ``ScriptError`` where it cannot be spoken."""
-    if len(text) > MAX_SCRIPT_CHARS:
+    starting ``Name:``; ``ScriptError`` where it cannot be spoken or is over ``limit``
+    characters (a server's doors: a text's, ``MAX_TEXT_CHARS``)."""
+    if len(text) > limit:
         raise ScriptError(
-            f"the script has {len(text):,} characters; the limit is {MAX_SCRIPT_CHARS:,}: "
-            "split it into parts"
+            f"the script has {len(text):,} characters; the limit is {limit:,} here: split it "
+            "into parts"
         )
     turns: list[Turn] = []
     speaker, lines, start = None, [], 1

@@ -69,6 +69,7 @@ def test_voice_tags_make_a_script_and_name_lines_need_asking(app_server, int4_vo
         ({"input": "alloy: Hi.", "turn_pause": 10**400}, "turn_pause must be 0 to 5"),
         ({"input": "alloy: Hi.", "duration": 2}, "leave duration out"),
         ({"input": "alloy: Hi.\necho: Yo.", "speed": 99}, "speed must be"),
+        ({"input": "alloy: " + "Hi. " * 2_600}, "the limit is 10,000 here"),  # a text's
     ],
 )
 def test_a_script_that_cannot_be_spoken_is_a_400_naming_its_line(app_server, fields, words):

@@ -188,7 +188,7 @@ MEANING_IN = {
     "script": {
         "text": 'The dialogue: "Name: what Name says" lines (a name in any script, "小明：" too; '
         "the lines after one without a name carry on its turn), or [voice:Name] tags anywhere; "
-        "pauses and SSML within a turn as in any text. Up to 100,000 characters, 16 speakers.",
+        "pauses and SSML within a turn as in any text. Up to 10,000 characters, 16 speakers.",
         "voice": "The voice of what no name claims: a voice of the server's library, or empty "
         "(the instruct, or the model's choice).",
         "language": 'The script\'s language by name or code; "Auto" detects it turn by turn.',

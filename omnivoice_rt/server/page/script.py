@@ -12,7 +12,7 @@ import gradio as gr
 from omnivoice_rt import dialogue
 from omnivoice_rt.audio.formats import pcm16
 from omnivoice_rt.dialogue import TURN_PAUSE_S
-from omnivoice_rt.limits import MAX_TURN_PAUSE_S
+from omnivoice_rt.limits import MAX_TEXT_CHARS, MAX_TURN_PAUSE_S
 from omnivoice_rt.request import door_request
 from omnivoice_rt.server.page.options import inputs
 from omnivoice_rt.server.page.shared import (
@@ -117,7 +117,9 @@ class ScriptHandlers:
         gone = abandoned()
         request_of = functools.partial(door_request, normalizer=self.service.normalizer(gone))
         with as_messages():
-            made = dialogue.prepare(text, options, speakers, True, pause, request_of)
+            made = dialogue.prepare(
+                text, options, speakers, True, pause, request_of, limit=MAX_TEXT_CHARS
+            )
         started = time.perf_counter()
         with as_messages():
             speech = self.service.synthesized(
