@@ -102,7 +102,7 @@ def stream(voice, made: Script, should_stop=None, progress=None) -> Iterator[Spe
     turn (the turn's silence before it, but the first's), the references encoded once, at the
     rate asked through one resampler: joined (``Speech.join``), the whole track.
     ``progress(done, total)`` is told each turn; ``should_stop`` as ``generate``'s."""
-    voices = encode_voices(voice, made.voices[None], {k: v for k, v in made.voices.items() if k})
+    voices = encode_voices(voice, made.voices)
     rate = made.sample_rate or voice.sample_rate
     resampler = Resampler(voice.sample_rate, rate) if rate != voice.sample_rate else None
     gap = np.zeros(round(made.turn_pause * voice.sample_rate), np.float32)
@@ -118,10 +118,7 @@ def stream(voice, made: Script, should_stop=None, progress=None) -> Iterator[Spe
         waveform = np.concatenate([gap[:before], speech.waveform])
         said = [replace(c.moved(before), speaker=turn.speaker) for c in speech.captions]
         if resampler is not None:
-            ahead, waveform = resampler.ahead, resampler.push(waveform)
-            if index == len(made.turns) - 1:
-                waveform = np.concatenate([waveform, resampler.flush()])
-            said = [c.at_rate(rate, ahead, waveform.size) for c in said]
+            waveform, said = resampler.placed(waveform, said, index == len(made.turns) - 1)
         speech.waveform, speech.sample_rate, speech.captions = waveform, rate, said
         speech.metadata.update(turn=index, speaker=turn.speaker, pieces_in_request=len(made.turns))
         if progress is not None:

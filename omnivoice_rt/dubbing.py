@@ -34,7 +34,7 @@ import numpy as np
 from omnivoice_rt.captions import Caption
 from omnivoice_rt.limits import DUB_MAX_SPEED, MAX_DURATION_S, MAX_SPEED
 from omnivoice_rt.request import Request
-from omnivoice_rt.speakers import encode_voices
+from omnivoice_rt.speakers import encode_voices, merged_voices
 from omnivoice_rt.text import script
 from omnivoice_rt.text.durations import estimate_frames
 from omnivoice_rt.text.markup import pause_seconds
@@ -119,7 +119,7 @@ def dub(
             f"the cues are not in time order (cue {late.number} starts before the one above it): "
             "each is placed at its own time"
         )
-    voices = encode_voices(voice, options, speakers)
+    voices = encode_voices(voice, merged_voices(options, speakers))
     lines = [_line(cue, voices, speakers, request_of) for cue in ordered]
     warnings += [
         f"cue {line.cue.number} has no text: skipped" for line in lines if not line.request

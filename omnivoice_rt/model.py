@@ -497,11 +497,7 @@ class OmniVoiceONNX:
             return waveform, captions, rate
         if job.resampler is None:
             job.resampler = Resampler(self.sample_rate, rate)
-        ahead = job.resampler.ahead  # where this waveform's first sample lands in ``out``
-        out = job.resampler.push(waveform)
-        if last:
-            out = np.concatenate([out, job.resampler.flush()])
-        return out, [c.at_rate(rate, ahead, out.shape[-1]) for c in captions], rate
+        return *job.resampler.placed(waveform, captions, last), rate
 
     def _post_process(
         self, waveform: np.ndarray, ref_rms: float | None, settings: GenerationSettings

@@ -1,7 +1,8 @@
 """The voices of several speakers in one result (a dialogue script, a dub's "Name: text" cues):
 each speaker's request options, their references encoded once.
 
-    voices = encode_voices(voice, {"language": "en", "seed": 0}, {"Ann": library.options("ann")})
+    table = merged_voices({"language": "en", "seed": 0}, {"Ann": library.options("ann")})
+    voices = encode_voices(voice, table)
     voices["Ann"]["options"], voices["Ann"]["prompt"]   # voices[None]: the default voice's
 
 A speaker's voice fields (``VOICE_FIELDS``) replace the default's; the other options (the
@@ -30,11 +31,11 @@ def merged_voices(options: dict, speakers: dict[str, dict] | None) -> dict:
     return table
 
 
-def encode_voices(voice, options: dict, speakers: dict[str, dict] | None) -> dict:
-    """Each speaker's options, None the default's, with references encoded once (a prompt):
+def encode_voices(voice, voices: dict) -> dict:
+    """``merged_voices``' table with each reference encoded once (a prompt):
     ``{name: {"options": its options but the reference, "prompt": VoicePrompt or None}}``."""
     encoded = {}
-    for name, mine in merged_voices(options, speakers).items():
+    for name, mine in voices.items():
         prompt = mine.get("voice_prompt")
         if isinstance(prompt, str):
             prompt = VoicePrompt.load(prompt, voice.num_codebooks)

@@ -94,6 +94,15 @@ class Resampler:
         self._given += out.size
         return out
 
+    def placed(self, waveform: np.ndarray, captions: list, last: bool) -> tuple[np.ndarray, list]:
+        """One result of a stream resampled, the stream flushed with the ``last``, and its
+        captions (``Caption``) moved to where their samples came out."""
+        ahead = self.ahead  # where this waveform's first sample lands in ``out``
+        out = self.push(waveform)
+        if last:
+            out = np.concatenate([out, self.flush()])
+        return out, [caption.at_rate(self.rate, ahead, out.size) for caption in captions]
+
 
 def resampled(waveform: np.ndarray, source: int, rate: int) -> np.ndarray:
     """A whole (N,) or (1, N) waveform at ``rate`` (itself where ``rate`` is ``source``)."""
