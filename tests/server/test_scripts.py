@@ -92,6 +92,11 @@ def test_the_pages_api_and_mcp_speak_a_script(app_server, expected):
     assert "3 turns of 2 speakers" in info and "echo: Morning" in lines, (info, lines)
     other, _, _, _ = client.predict(SCRIPT, "echo=female, high pitch", **fixed, api_name="/script")
     assert not np.array_equal(sf.read(other, dtype="int16")[0], pcm16(expected.waveform))
+    # a path in the speakers' table names no file of the server: it is no voice and no name
+    with pytest.raises(Exception, match="'/etc/passwd' is neither a voice of the library"):
+        client.predict(SCRIPT, "echo=/etc/passwd", **fixed, api_name="/script")
+    with pytest.raises(Exception, match="is no speaker's name"):
+        client.predict(SCRIPT, "../../etc/passwd=female", **fixed, api_name="/script")
     with pytest.raises(Exception, match="line 2: no voice for speaker 'Zed'"):
         client.predict("alloy: Hi.\nZed: Yo.", "", **fixed, api_name="/script")
 
