@@ -174,14 +174,20 @@ def crowd(client, clients: int, seconds: float, preset: str) -> dict:
 
 
 def run_policy(policy: str, args, library: Path, log_dir: Path) -> dict:
-    """One server: ``policy`` is a ``--turns`` value, or ``VALUE@N`` with ``--per-client N``
-    (``step@4``: turns without one client's share, at the default concurrency)."""
+    """One server: ``policy`` is a ``--turns`` value, then optionally ``@N`` for ``--per-client
+    N`` (``step@4``: turns without one client's share) and ``:S`` for ``--first-piece S``
+    (``step:0``: turns with upstream's pieces). ``request`` is the server before turns: one
+    request at a time (``--request-concurrency``) with upstream's pieces."""
+    policy, _, first_piece = policy.partition(":")
     turns, _, per_client = policy.partition("@")
     serve = ["--artifacts", str(args.artifacts), "--asr-model", "none", "--turns", turns]
     if turns == "request":
         serve += ["--concurrency", str(args.request_concurrency)]
+        first_piece = first_piece or "0"
     if per_client:
         serve += ["--per-client", per_client]
+    if first_piece:
+        serve += ["--first-piece", first_piece]
     serve += ["--voices", str(library), *args.server_args]
     env = {"HF_HUB_OFFLINE": "1", "OMNIVOICE_MATMUL": args.matmul}  # not the tests' fp32
     with running_app(serve, log_dir / f"{policy}.log", **env) as url:

@@ -269,6 +269,7 @@ class OmniVoiceONNX:
         text: str | Request,
         *,
         sentences: bool = False,
+        first_seconds: float | None = None,
         progress=None,
         should_stop=None,
         boundary=None,
@@ -284,9 +285,12 @@ class OmniVoiceONNX:
         piece (a short text) is ``generate``'s result exactly. ``sentences=True`` makes pieces of
         about a sentence (about ``SENTENCE_SECONDS``) so the first audio comes sooner; the pieces
         after the first take it as their reference, as long texts do upstream, and prosody can
-        break where they join."""
+        break where they join. ``first_seconds`` (a server's streams: ``--first-piece``)
+        makes a long text's first piece about that long, its sentences whole, and the rest
+        upstream's ~15 s pieces: its first audio sooner, with the same caveats."""
         # Bad input fails here, not at the first piece.
-        job = self._prepare(as_request(text, options), progress, should_stop, sentences, boundary)
+        request = as_request(text, options)
+        job = self._prepare(request, progress, should_stop, sentences, boundary, first_seconds)
         return self._stream(job)
 
     def _stream(self, job: _Job) -> Iterator[Speech]:
@@ -374,7 +378,13 @@ class OmniVoiceONNX:
         return captions
 
     def _prepare(
-        self, request: Request, progress, should_stop, sentences=False, boundary=None
+        self,
+        request: Request,
+        progress,
+        should_stop,
+        sentences=False,
+        boundary=None,
+        first_seconds=None,
     ) -> _Job:
         """Plan a checked request: every piece's size is known, and checked, before the model runs."""
         started = time.perf_counter()
@@ -400,6 +410,7 @@ class OmniVoiceONNX:
             settings,
             self.frame_rate,
             piece_seconds,
+            first_seconds,
         )
         for piece in plan.pieces:
             check_row(

@@ -4,7 +4,9 @@ Upstream's rules: the target length is estimated from the text and the reference
 per frame (``duration`` overrides it, ``speed`` scales it); over ``audio_chunk_threshold`` (30 s)
 the text is made in ~15 s pieces split at punctuation, and without a reference the first piece
 becomes the reference of the rest (``_generate_chunked``). ``stream(sentences=True)`` asks for
-pieces of about a sentence instead.
+pieces of about a sentence instead, and ``stream(first_seconds=4)`` for a first piece of about
+that length and the next ones growing to upstream's (a long text's first audio sooner; the
+server's streams, docs/design.md section 6).
 
 A text with pauses or SSML (:mod:`omnivoice_rt.text.markup`) is planned segment by segment, each
 with its own language and speed, and a ``duration`` shared among them by their estimates after
@@ -25,6 +27,9 @@ from omnivoice_rt.request import GenerationSettings
 from omnivoice_rt.text.chunks import chunk_text_punctuation
 from omnivoice_rt.text.durations import estimate_frames
 from omnivoice_rt.text.markup import Silence, pause_seconds
+
+# ``growing``: each piece after a short first one this many times the one before
+PIECE_GROWTH = 1.3
 
 
 @dataclass
@@ -60,6 +65,7 @@ def plan_parts(
     settings: GenerationSettings,
     frame_rate: float,
     piece_seconds: float | None = None,
+    first_seconds: float | None = None,
 ) -> Plan:
     """The pieces of a request's parts (its segments and silences, ``Request.parts``)."""
     segments, silences = [], [None]  # silences[k]: the silence before segment k
@@ -88,6 +94,7 @@ def plan_parts(
             settings,
             frame_rate,
             piece_seconds,
+            first_seconds if index == 0 else None,
         )
         for piece in planned:
             piece.segment, piece.language = index, segment.language
@@ -109,9 +116,11 @@ def plan_pieces(
     settings: GenerationSettings,
     frame_rate: float,
     piece_seconds: float | None = None,
+    first_seconds: float | None = None,
 ) -> list[Piece]:
     """The pieces to generate: the whole text, or ~15 s pieces (``piece_seconds``: pieces of that
-    length) split at punctuation."""
+    length) split at punctuation; where it is cut, ``first_seconds`` makes the first piece about
+    that long (its sentences whole) and the next ones grow to that length (``growing``)."""
     estimate = estimate_frames(text, ref_text, ref_frames, 1.0 if duration else (speed or 1.0))
     target_len = max(1, int(duration * frame_rate)) if duration else estimate
     speed = estimate / target_len if duration else (speed or 1.0)
@@ -119,9 +128,15 @@ def plan_pieces(
         if target_len <= int(settings.audio_chunk_threshold * frame_rate):
             return [Piece(text, target_len, ref_text, ref_frames)]
         piece_seconds = settings.audio_chunk_duration
-    chars_per_piece = int(piece_seconds * frame_rate / (target_len / len(text)))
+
+    def chars(seconds: float) -> int:  # upstream's characters per piece of ``seconds``
+        return int(seconds * frame_rate / (target_len / len(text)))
+
+    parts = chunk_text_punctuation(text, chars(piece_seconds), min_chunk_len=3)
+    if first_seconds is not None and first_seconds < piece_seconds and len(parts) > 1:
+        parts = growing(text, first_seconds, piece_seconds, chars)
     plan: list[Piece] = []
-    for index, part in enumerate(chunk_text_punctuation(text, chars_per_piece, min_chunk_len=3)):
+    for index, part in enumerate(parts):
         if ref_frames is None and index > 0:
             first = plan[0]
             frames = estimate_frames(part, first.text, first.frames, speed)
@@ -130,6 +145,22 @@ def plan_pieces(
             frames = estimate_frames(part, ref_text, ref_frames, speed)
             plan.append(Piece(part, frames, ref_text, ref_frames))
     return plan
+
+
+def growing(text: str, first: float, most: float, chars) -> list[str]:
+    """``text`` cut at punctuation into pieces of about ``first`` seconds, then each
+    ``PIECE_GROWTH`` times the one before, up to ``most`` (``chars(seconds)``: the characters of
+    so many seconds). A piece that takes at most the time its predecessor plays leaves no gap:
+    one that is ``PIECE_GROWTH`` times as long does where the CPU makes speech at least
+    ``PIECE_GROWTH`` times as fast as it plays (docs/design.md section 6)."""
+    parts, rest, seconds = [], text.strip(), first
+    while rest and seconds < most:
+        piece = chunk_text_punctuation(rest, chars(seconds), min_chunk_len=3)[0]
+        if not rest.startswith(piece):  # not a prefix (cannot happen: pieces are the text's)
+            break
+        parts.append(piece)
+        rest, seconds = rest[len(piece) :].strip(), seconds * PIECE_GROWTH
+    return parts + (chunk_text_punctuation(rest, chars(most), min_chunk_len=3) if rest else [])
 
 
 @dataclass

@@ -24,7 +24,7 @@ from omnivoice_rt.limits import (
     PER_CLIENT,
     WYOMING_IDLE_S,
 )
-from omnivoice_rt.server.turns import POLICIES, TURNS
+from omnivoice_rt.server.turns import FIRST_PIECE_S, POLICIES, TURNS
 
 
 @dataclass(frozen=True)
@@ -130,6 +130,18 @@ FLAGS = (
         "left before their next audio; `request`: a request computes from its first step to "
         "its last, `--concurrency` of them side by side (the behaviour before turns)",
         choices=tuple(POLICIES),
+    ),
+    Flag(
+        "--first-piece",
+        "OMNIVOICE_FIRST_PIECE",
+        float,
+        FIRST_PIECE_S,
+        f"a streamed text long enough to be cut (over 30 s of speech) has a first piece of "
+        f"about this many seconds (default {FIRST_PIECE_S:g}), its sentences whole, and the "
+        "next ones growing to upstream's ~15 s: its first audio sooner while others share the "
+        "CPU; `0`: upstream's pieces (a whole answer always has them)",
+        low=0,
+        metavar="SECONDS",
     ),
     Flag(
         "--per-client",

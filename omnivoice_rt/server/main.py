@@ -142,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             preload=True,
             concurrency=args.concurrency,
             turns=args.turns,
+            first_piece=args.first_piece,
             per_client=args.per_client,
             asr_model=args.asr_model,
             max_waiting=args.max_waiting,

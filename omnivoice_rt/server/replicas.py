@@ -50,7 +50,7 @@ from starlette.responses import Response
 
 from omnivoice_rt.limits import CONCURRENCY, MAX_WAITING, UPLOAD_TIMEOUT_S
 from omnivoice_rt.server.api_errors import ApiError
-from omnivoice_rt.server.turns import TURNS
+from omnivoice_rt.server.turns import FIRST_PIECE_S, TURNS
 from omnivoice_rt.server.voices_api import MAX_VOICE_UPLOAD
 from omnivoice_rt.tools import ray_auth
 
@@ -106,6 +106,7 @@ class Settings:
     # in Ray's queue, where no turn reaches them
     concurrency: int = CONCURRENCY
     turns: str = TURNS
+    first_piece: float = FIRST_PIECE_S  # a streamed long text's first piece (--first-piece)
     # of those, one client's (the server's --per-client): a client is the address Ray's proxy
     # passes on (clients.py)
     per_client: int | None = None  # None: PER_CLIENT, or concurrency where it is lower
@@ -146,6 +147,7 @@ class Model:
             max_waiting=s.max_waiting,
             concurrency=s.concurrency,
             turns=s.turns,
+            first_piece=s.first_piece,
             per_client=s.per_client,
         )
         self.service = Service(config, offered_precisions(config.source))

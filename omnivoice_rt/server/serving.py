@@ -44,7 +44,7 @@ from omnivoice_rt.server.memory import release_memory
 from omnivoice_rt.server.metrics import Measured, Metrics
 from omnivoice_rt.server.models import Models, Recogniser
 from omnivoice_rt.server.normalizing import TextReader
-from omnivoice_rt.server.turns import TURNS, Generation, Listener, Turns
+from omnivoice_rt.server.turns import FIRST_PIECE_S, TURNS, Generation, Listener, Turns
 from omnivoice_rt.speech import Speech
 from omnivoice_rt.voice_prompt import VoicePrompt
 
@@ -79,6 +79,8 @@ class Config:
     # generations under way at once (their caches in memory); loads and downloads take none
     concurrency: int = CONCURRENCY
     turns: str = TURNS  # who computes next among them (turns.POLICIES)
+    # a streamed long text's first piece in seconds (its later ones upstream's); 0: upstream's
+    first_piece: float = FIRST_PIECE_S
     # of those, how many one client's requests may be (line.ClientLine; clients.py says who);
     # None: PER_CLIENT, or the concurrency where it is lower
     per_client: int | None = None
@@ -369,7 +371,11 @@ class Service:
                     yield voice.generate(ready, progress=told, should_stop=should_stop)
                 else:
                     yield from voice.stream(
-                        ready, progress=told, should_stop=should_stop, sentences=sentences
+                        ready,
+                        progress=told,
+                        should_stop=should_stop,
+                        sentences=sentences,
+                        first_seconds=self.config.first_piece or None,
                     )
 
             with contextlib.closing(pieces()) as made:

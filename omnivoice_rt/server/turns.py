@@ -35,6 +35,9 @@ from omnivoice_rt.server.line import wait_or_leave
 logger = logging.getLogger(__name__)
 
 TURNS = "step"  # the default policy, chosen by measurement (docs/design.md section 6)
+# a streamed long text's first piece, in seconds of speech (its later pieces upstream's ~15 s):
+# its first audio while others share the CPU, measured there too; 0: upstream's pieces
+FIRST_PIECE_S = 4.0
 POLICIES = {
     "step": "turns at every boundary: listeners with nothing to play first, then the least CPU "
     "had since their last audio (least attained service)",

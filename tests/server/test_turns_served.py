@@ -67,6 +67,24 @@ def test_a_short_request_behind_a_long_one_finishes_first(cpu_artifacts):
     assert counts["omnivoice_synthesis_seconds_count"] == 4
 
 
+def test_a_streamed_long_text_starts_with_a_short_piece_and_a_whole_one_is_upstreams(
+    cpu_artifacts,
+):
+    """``--first-piece``: a streamed long text's first piece is about a sentence and the next
+    grow (its first audio sooner while others share the CPU); 0 gives upstream's ~15 s pieces,
+    which a whole answer always has."""
+    made = request(f"{LONG} {LONG}", 5)
+    quick = Service(Config(str(cpu_artifacts), "int4"))  # the default: 4 s
+    plain = Service(Config(str(cpu_artifacts), "int4", first_piece=0))
+    streamed, upstream = list(quick.speak("int4", made)), list(plain.speak("int4", made))
+    (whole,) = quick.speak("int4", made, whole=True)
+    assert [t for piece in upstream for t in piece.texts] == whole.texts
+    assert len(streamed) > len(upstream) > 1
+    assert streamed[0].seconds < 0.5 * upstream[0].seconds
+    joined = " ".join(t for piece in streamed for t in piece.texts)
+    assert joined.split() == made.text.split()
+
+
 def test_six_requests_of_every_kind_together_each_equal_to_alone(service, tmp_path):
     """Auto voice, a design, a clone from a recording, a saved voice; one word to ten sentences;
     best, balanced and turbo; streamed and whole: started together with fixed seeds, each
