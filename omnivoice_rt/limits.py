@@ -26,6 +26,10 @@ MAX_SPEAKERS = 16  # named speakers of one dialogue script
 MAX_SPEAKER_CHARS = 64  # a speaker's name in a script, as a voice's name in the library
 MAX_TURN_PAUSE_S = 5.0  # the silence between two turns of a script
 MAX_SCRIPT_CHARS = 100_000  # a dialogue script; each turn is a request, at most MAX_TEXT_CHARS
+# word timings (omnivoice_rt/align): the recording one alignment takes (longer: align it in parts;
+# a piece of speech is ~15 s), and the words of its text
+MAX_ALIGN_S = 120.0
+MAX_ALIGN_WORDS = 2_000
 MAX_INSTRUCT_CHARS = 500  # a voice design: at most six short items ("female, low pitch")
 # speaking rate: 1.0 normal; a bound each way keeps the estimate finite
 MIN_SPEED, MAX_SPEED = (0.1, 10.0)

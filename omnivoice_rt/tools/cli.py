@@ -1,4 +1,4 @@
-"""Command line: ``python -m omnivoice_rt {synthesize,dub,batch,roundtrip,prompt,eval,inspect} --help``.
+"""Command line: ``python -m omnivoice_rt {synthesize,dub,batch,roundtrip,prompt,eval,inspect,align} --help``.
 
 python -m omnivoice_rt synthesize --model-dir artifacts --text "Hello." --output hello.wav
 python -m omnivoice_rt prompt --model-dir artifacts --ref-audio me.wav --ref-text "..." --output me.npz
@@ -9,6 +9,7 @@ python -m omnivoice_rt roundtrip --model-dir artifacts --input in.wav --output o
 python -m omnivoice_rt eval --mode rtf --model-dir artifacts
 python -m omnivoice_rt eval --mode quality --model-dir artifacts --presets best,balanced,fast,turbo
 python -m omnivoice_rt inspect onnx-community/OmniVoice-Onnx --precision int4
+python -m omnivoice_rt align --audio speech.wav --text "What it says." --output words.json
 """
 
 from __future__ import annotations
@@ -234,6 +235,53 @@ def cmd_roundtrip(args) -> int:
         f"{args.output}: {codes.shape[1]} frames of {codes.shape[0]} codebooks, {out.shape[-1] / voice.sample_rate:.2f} s"
     )
     return 0
+
+
+def cmd_align(args) -> int:
+    """Each word of a text placed in a recording of it (``omnivoice_rt.align``), as JSON."""
+    import json
+
+    import soundfile as sf
+
+    from omnivoice_rt.align import AlignError, align
+    from omnivoice_rt.audio.ops import load_audio
+    from omnivoice_rt.limits import MAX_ALIGN_S, MAX_SCRIPT_CHARS
+    from omnivoice_rt.text.languages import resolve_language
+
+    language = resolve_language(args.language)  # a bad one is told before anything is read
+    text = args.text if args.text is not None else _read_text(args.text_file, MAX_SCRIPT_CHARS)
+    try:
+        seconds = sf.info(args.audio).duration
+    except RuntimeError as exc:
+        raise ValueError(f"{args.audio}: not audio this can read ({exc})") from None
+    if seconds > MAX_ALIGN_S:
+        raise AlignError(
+            f"{args.audio} is {seconds:.0f} s; one alignment takes at most {MAX_ALIGN_S:.0f} s: "
+            "cut it into parts (a paragraph at a time) and align each with its text"
+        )
+    waveform = load_audio(args.audio, ALIGN_RATE, MAX_ALIGN_S + 1)[0]
+    words = align(waveform, ALIGN_RATE, text, language)
+    document = json.dumps({"words": [w.as_dict() for w in words]}, ensure_ascii=False, indent=1)
+    if args.output:
+        Path(args.output).write_text(document + "\n", encoding="utf-8")
+        placed = sum(w.start is not None for w in words)
+        print(f"{args.output}: {placed} of {len(words)} words placed in {seconds:.2f} s")
+    else:
+        print(document)
+    return 0
+
+
+ALIGN_RATE = 16_000  # the aligner's own rate: a recording is read at it
+
+
+def _read_text(path: str | None, limit: int) -> str:
+    if path is None:
+        raise ValueError("say what the recording says: --text TEXT or --text-file FILE")
+    with open(path, encoding="utf-8") as file:
+        text = file.read(limit + 1)
+    if len(text) > limit:
+        raise ValueError(f"{path} holds over {limit:,} characters: align it in parts")
+    return text
 
 
 def cmd_prompt(args) -> int:
@@ -486,6 +534,24 @@ def roundtrip_flags(p) -> None:
     p.add_argument("--output", required=True)
 
 
+def align_flags(p) -> None:
+    p.add_argument("--audio", required=True, help="the recording (wav, flac, ogg, mp3, ...)")
+    said = p.add_mutually_exclusive_group(required=True)
+    said.add_argument("--text", help="what the recording says")
+    said.add_argument("--text-file", help="a UTF-8 file holding what it says")
+    p.add_argument(
+        "--language",
+        help="its language, a code or a name ('en', 'Chinese'); left out, the text's script "
+        "chooses eSpeak NG's voice",
+    )
+    p.add_argument(
+        "--output",
+        help='WORDS.json: {"words": [{"word", "start", "end"}]} in seconds, null for a word not '
+        "found (default: printed)",
+    )
+    p.add_argument("-v", "--verbose", action="store_true")
+
+
 def prompt_flags(p) -> None:
     p.add_argument("--ref-audio", required=True)
     p.add_argument("--ref-text", help="what the reference recording says (left out: transcribed)")
@@ -579,6 +645,12 @@ COMMANDS = {
         "what an artifact folder or Hub repo holds, and how it would be used",
         inspect_flags,
         cmd_inspect,
+        False,
+    ),
+    "align": (
+        "each word of a text placed in a recording of it (needs the align extra: eSpeak NG)",
+        align_flags,
+        cmd_align,
         False,
     ),
 }

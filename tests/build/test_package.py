@@ -48,7 +48,7 @@ def normalized(specs: list[str]) -> set[str]:
 def test_the_requirement_files_are_the_declared_dependencies():
     space = normalized(PROJECT["dependencies"] + EXTRAS["server"] + EXTRAS["asr"])
     assert requirements(ROOT / "requirements.txt") == space
-    dev = normalized(EXTRAS["build"] + EXTRAS["ray"] + EXTRAS["dev"])
+    dev = normalized(EXTRAS["build"] + EXTRAS["ray"] + EXTRAS["align"] + EXTRAS["dev"])
     assert requirements(ROOT / "requirements-dev.txt") == dev
     assert set(PROJECT["scripts"]) == SCRIPTS
 
@@ -141,7 +141,7 @@ def test_the_wheel_holds_the_packages_their_data_and_the_scripts(wheel):
     assert not {name for name in names if name.startswith(("tests/", "bench/", "app.py"))}
     assert "Requires-Python: >=3.10" in metadata
     assert "License-Expression: Apache-2.0" in metadata
-    for extra in ("server", "asr", "ray", "build", "dev"):
+    for extra in ("server", "asr", "ray", "align", "build", "dev"):
         assert f"Provides-Extra: {extra}" in metadata
     assert "Requires-Dist: gradio" in metadata and 'extra == "server"' in metadata
     for script in SCRIPTS:

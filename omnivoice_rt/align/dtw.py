@@ -1,0 +1,75 @@
+"""Dynamic time warping of a recording onto its template, in a band around the diagonal.
+
+The recording is the time axis: each of its frames takes one template frame, the template
+advancing 0, 1 or 2 frames a step (a word may be spoken at any slower rate and up to twice as
+fast as the template's). Before each word's onset the template holds a gap (silence, real or
+added) that a step may leap over whole, so a pause in the recording is absorbed by the gap and
+a word spoken without one costs nothing for it. Memory: the band's back-pointers, one int16 a
+cell; the costs are made a row at a time."""
+
+from __future__ import annotations
+
+import numpy as np
+
+MAX_ADVANCE = 2  # template frames one recording frame may advance
+
+
+def band_width(frames: int, template_frames: int, seconds: float, share: float, hop: float) -> int:
+    """Half the band: ``seconds`` and ``share`` of the longer signal either side of the line."""
+    return int(seconds / hop + share * max(frames, template_frames))
+
+
+def warp(
+    recording: np.ndarray, template: np.ndarray, onsets: np.ndarray, gaps: np.ndarray, half: int
+) -> np.ndarray:
+    """For each recording frame, the template frame it takes. ``onsets``: the template frame
+    where each word's sound starts; ``gaps``: where the silence before it starts (an onset is
+    reached from anywhere in ``[gap - 1, onset)`` in one step); ``half``: half the band."""
+    n, m = len(recording), len(template)
+    if n == 0 or m == 0:
+        return np.zeros(n, np.int64)
+    slope = (m - 1) / max(n - 1, 1)
+    lows = np.clip(np.round(np.arange(n) * slope).astype(np.int64) - half, 0, m - 1)
+    width = min(2 * half + 1, m)
+    lows = np.minimum(lows, m - width)
+    inf = np.float32(np.inf)
+    back = np.zeros((n, width), np.int16)  # how far back in the template each cell came from
+    prev = np.full(m, inf, np.float32)
+    prev[0] = _cost(recording[0], template[:1])[0]
+    first_onset = int(onsets[0]) if len(onsets) else 0
+    if first_onset < width:  # the template's leading silence may be leapt over
+        prev[first_onset] = _cost(recording[0], template[first_onset : first_onset + 1])[0]
+    sources = np.maximum(np.asarray(gaps, np.int64) - 1, 0)
+    onsets = np.asarray(onsets, np.int64)
+    for i in range(1, n):
+        lo, hi = int(lows[i]), int(lows[i]) + width
+        best = prev[lo:hi].copy()
+        step = np.zeros(width, np.int16)
+        for advance in range(1, MAX_ADVANCE + 1):
+            came = np.full(width, inf, np.float32)
+            start = max(lo - advance, 0)
+            came[start + advance - lo :] = prev[start : hi - advance]
+            better = came < best
+            best[better], step[better] = came[better], advance
+        inside = (onsets >= lo) & (onsets < hi) & (sources < onsets)
+        for onset, source in zip(onsets[inside], sources[inside], strict=True):
+            segment = prev[source:onset]
+            k = int(np.argmin(segment))
+            if segment[k] < best[onset - lo]:
+                best[onset - lo], step[onset - lo] = segment[k], onset - source - k
+        row = np.full(m, inf, np.float32)
+        row[lo:hi] = best + _cost(recording[i], template[lo:hi])
+        back[i] = step
+        prev = row
+    j = m - 1 if np.isfinite(prev[m - 1]) else int(np.argmin(prev))
+    path = np.zeros(n, np.int64)
+    for i in range(n - 1, -1, -1):
+        path[i] = j
+        if i:
+            j -= int(back[i, j - lows[i]])
+    return path
+
+
+def _cost(frame: np.ndarray, frames: np.ndarray) -> np.ndarray:
+    """The distance of one frame's features to each of ``frames``' (RMS over the features)."""
+    return np.sqrt(((frames - frame) ** 2).mean(1)).astype(np.float32)
