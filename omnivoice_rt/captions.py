@@ -9,7 +9,8 @@ A caption's times are the samples its piece's audio occupies in the result (afte
 trimming, fades and pauses), exact: ``start_sample`` to ``end_sample``. ``text`` is what the
 model read (numbers as words, with ``normalize_text``), ``written`` the text as written where it
 is known (a piece that is its whole segment, or one that normalization did not change), else
-None; the files show ``written`` where known. Times of words within a piece are not claimed.
+None; the files show ``written`` where known. Words' times within a piece come from aligning its
+audio with its text (``omnivoice_rt.align``), asked for apart: :func:`write_words`.
 ``speaker`` names who says it (a dialogue script's turn, a dub's "Name:" cue): SRT writes
 "Name: text", WebVTT its voice tag ``<v Name>``, JSON a ``speaker`` field.
 """
@@ -104,6 +105,41 @@ def write(captions: list[Caption], kind: str) -> str:
     if kind == "json":
         return json.dumps(as_json(captions), ensure_ascii=False, indent=1) + "\n"
     raise CaptionError(f"unknown caption format {kind!r}; use one of {', '.join(FORMATS)}")
+
+
+def write_words(captions: list[Caption], words: list, kind: str) -> str:
+    """A result's words (``align.speech_words``: each caption's words in order) as a document of
+    ``kind``: SRT a cue a placed word; WebVTT a cue a caption, each placed word after its
+    timestamp tag (``<00:00:01.250>word``, karaoke style); JSON ``{"words": [...]}`` with null
+    times for a word not placed."""
+    if kind == "json":
+        return json.dumps({"words": [w.as_dict() for w in words]}, ensure_ascii=False, indent=1)
+    if kind == "srt":
+        placed = [w for w in words if w.start is not None]
+        return "".join(
+            f"{n}\n{_seconds(w.start, ',')} --> {_seconds(w.end, ',')}\n{w.word}\n\n"
+            for n, w in enumerate(placed, 1)
+        )
+    if kind == "vtt":
+        from omnivoice_rt.align import words_of  # a caption's words, as they were aligned
+
+        cues, left = [], iter(words)
+        for n, c in enumerate(captions, 1):
+            own = [next(left) for _ in words_of(c.shown)]
+            text = " ".join(
+                (f"<{_seconds(w.start, '.')}>" if w.start is not None else "") + _vtt_text(w.word)
+                for w in own
+            )
+            cues.append(
+                f"{n}\n{_clock(c.start_sample, c.sample_rate, '.')} --> "
+                f"{_clock(c.end_sample, c.sample_rate, '.')}\n{_voice(c)}{text}\n\n"
+            )
+        return "WEBVTT\n\n" + "".join(cues)
+    raise CaptionError(f"unknown caption format {kind!r}; use one of {', '.join(FORMATS)}")
+
+
+def _seconds(seconds: float, separator: str) -> str:
+    return _clock(round(seconds * 1000), 1000, separator)
 
 
 def as_json(captions: list[Caption]) -> list[dict]:

@@ -25,6 +25,8 @@ class Speech:
     metadata: dict = field(default_factory=dict)
     captions: list[Caption] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)  # what each chunk says, as the model read it
+    # each word's place (``align.Word``), once :meth:`align_words` has found them; else None
+    words: list | None = None
 
     @property
     def seconds(self) -> float:
@@ -47,6 +49,16 @@ class Speech:
         audio = self.waveform[first.start_sample : first.end_sample] if first else self.waveform
         rms = float(np.sqrt(np.mean(np.square(audio, dtype=np.float64)))) if audio.size else 0.1
         return VoicePrompt(np.asarray(codes, np.int64), self.texts[0], rms)
+
+    def align_words(self, language: str | None = None) -> list:
+        """Every word of this result placed in its audio, piece by piece (``omnivoice_rt.align``:
+        the ``align`` extra, eSpeak NG), kept in :attr:`words` and returned: start and end in
+        seconds, None where a word was not found. ``language``: a code ('en'), else each
+        text's script chooses."""
+        from omnivoice_rt.align import speech_words
+
+        self.words = speech_words(self.waveform, self.sample_rate, self.captions, language)
+        return self.words
 
     @classmethod
     def join(cls, parts: list[Speech]) -> Speech:
@@ -71,4 +83,12 @@ class Speech:
         metadata["seconds"] = waveform.shape[-1] / parts[0].sample_rate
         total = metadata.get("timings", {}).get("total", 0.0)
         metadata["rtf"] = total / max(metadata["seconds"], 1e-9)
-        return cls(waveform, parts[0].sample_rate, codes, metadata, captions, texts)
+        joined = cls(waveform, parts[0].sample_rate, codes, metadata, captions, texts)
+        if all(part.words is not None for part in parts):  # each part's words, moved as its audio
+            seconds = np.cumsum([0] + [part.seconds for part in parts[:-1]])
+            joined.words = [
+                w.moved(float(s))
+                for part, s in zip(parts, seconds, strict=True)
+                for w in part.words
+            ]
+        return joined

@@ -74,6 +74,12 @@ class Word:
     def as_dict(self) -> dict:
         return {"word": self.word, "start": self.start, "end": self.end}
 
+    def moved(self, seconds: float) -> Word:
+        """The same word ``seconds`` later (an unplaced word stays unplaced)."""
+        if self.start is None:
+            return self
+        return Word(self.word, round(self.start + seconds, 3), round(self.end + seconds, 3))
+
 
 def _script(char: str) -> str:
     return unicodedata.name(char, "").split(" ")[0]
@@ -161,6 +167,27 @@ def align(
     return _placed(words, recording, template)
 
 
+def speech_words(
+    waveform: np.ndarray, sample_rate: int, captions, language: str | None = None
+) -> list[Word]:
+    """The words of a result (``Speech``'s waveform and captions), piece by piece: each
+    caption's text as written (else as read) aligned with the samples it occupies, its times
+    in the result's seconds. A piece that cannot be aligned (longer than ``MAX_ALIGN_S``) has
+    its words unplaced; the synthesis stands."""
+    waveform = np.asarray(waveform, np.float32).reshape(-1)
+    words: list[Word] = []
+    for caption in captions:
+        text = caption.written or caption.text
+        piece = waveform[caption.start_sample : caption.end_sample]
+        try:
+            found = align(piece, sample_rate, text, language)
+        except AlignError as exc:
+            logger.warning("a piece's words were not aligned: %s", exc)
+            found = [Word(w, None, None) for w in words_of(text)]
+        words += [w.moved(caption.start) for w in found]
+    return words
+
+
 def _placed(words: list[str], recording: np.ndarray, template) -> list[Word]:
     """The words of ``template`` (eSpeak's rendering, with each word's mark) found in
     ``recording`` (its log-mel spectra)."""
@@ -180,6 +207,8 @@ def _placed(words: list[str], recording: np.ndarray, template) -> list[Word]:
     # a word found only where the recording holds no sound over its noise was not spoken there
     loud, near = _over(recording, noise), round(NEAR_S / features.HOP_S)
     lost = [not loud[max(a - near, 0) : b + near].any() for a, b in zip(starts, stops, strict=True)]
+    # no word ends after the next one starts
+    stops = np.maximum(np.minimum(stops, np.r_[starts[1:], len(path)]), starts)
     found = iter(zip(starts * features.HOP_S, stops * features.HOP_S, lost, strict=True))
     result = []
     for word, marked in zip(words, known, strict=True):

@@ -11,7 +11,9 @@ at the end), or as server-sent events (``stream_format: "sse"``). Beyond OpenAI'
 may carry ``sentences`` and any of the request's options by its name (``request.DOOR_FIELDS``:
 ``language``, ``seed``, ``preset``, ``normalize_text``, ``duration``, ``num_step``,
 ``guidance_scale``...; the ``extra_body`` of the client); ``"captions": true`` answers one JSON object instead, the audio in
-base64 and where each piece lies in it (with ``stream_format: "sse"``: in the done event).
+base64 and where each piece lies in it (with ``stream_format: "sse"``: in the done event), and
+``"words": true`` adds where each word lies (``omnivoice_rt.align``, the ``align`` extra: each
+piece aligned once its audio is sent, never before the first audio).
 Numbers, dates and money are read as words unless
 ``normalize_text`` is false, as OpenAI's speech API reads them; the answer's ``X-Text-Normalized``
 header says whether that changed the text.
@@ -86,6 +88,7 @@ class SpeechRequest:
     sse: bool
     sentences: bool
     captions: bool = False  # answer JSON: the audio (base64) and where each piece lies in it
+    words: bool = False  # and where each word lies (captions with them)
 
 
 class OpenAIDoor:
@@ -211,6 +214,7 @@ class OpenAIDoor:
             raise ApiError(400, str(exc), param=FIELDS.get(exc.option, exc.option)) from exc
         except ScriptError as exc:
             raise ApiError(400, f"{exc}.", param="input") from exc
+        words = _words_asked(body)
         return SpeechRequest(
             synthesis=synthesis,
             precision=precision,
@@ -218,7 +222,8 @@ class OpenAIDoor:
             response_format=fmt,
             sse=stream_format == "sse",
             sentences=optional(body, "sentences", bool) or False,
-            captions=optional(body, "captions", bool) or False,
+            captions=optional(body, "captions", bool) or words,
+            words=words,
         )
 
     def _script(self, body: dict, options: dict, preset: str, normalizer) -> Script:
@@ -381,18 +386,20 @@ class SpeechJob:
         whole = request.captions and not sse  # one JSON object: the audio as one file
         error: BaseException | None = Cancelled("the client went away")  # until it is all sent
         try:
-            writer, placed, at = None, [], 0
+            writer, placed, words, at = None, [], [] if request.words else None, 0
             for piece in self._all_pieces():
                 if writer is None:
                     streamed = piece.metadata["pieces_in_request"] > 1 and not whole
                     writer = AudioWriter(request.response_format, piece.sample_rate, streamed)
                 placed += [caption.moved(at) for caption in piece.captions]
-                at += piece.waveform.shape[-1]
                 data = writer.write(piece.waveform)
                 yield from (() if whole else framed(data, sse))
+                if words is not None:  # once its audio is sent: never before the first audio
+                    words += self._words(piece, at / piece.sample_rate)
+                at += piece.waveform.shape[-1]
             data = writer.close()
             if whole:
-                yield captioned(data, request.response_format, writer.sample_rate, placed)
+                yield captioned(data, request.response_format, writer.sample_rate, placed, words)
                 error = None
                 return
             yield from framed(data, sse)
@@ -407,6 +414,8 @@ class SpeechJob:
                 }
                 if request.captions:
                     done["captions"] = captions.as_json(placed)
+                if words is not None:
+                    done["words"] = [w.as_dict() for w in words]
                 yield sse_event(done)
             error = None
         except Cancelled as exc:
@@ -420,6 +429,15 @@ class SpeechJob:
         finally:
             self._stack.close()
             self._ended(error)
+
+    def _words(self, piece, seconds: float) -> list:
+        """A piece's words (``align.speech_words``) in the whole answer's seconds."""
+        from omnivoice_rt.align import speech_words
+
+        synthesis = self.request.synthesis
+        language = getattr(synthesis, "language", None)  # a script's turns: each script's own
+        found = speech_words(piece.waveform, piece.sample_rate, piece.captions, language)
+        return [w.moved(seconds) for w in found]
 
     def _ended(self, error: BaseException | None) -> None:
         """Count this request's end, once (``Metrics.ended``)."""
@@ -588,6 +606,20 @@ async def read_json(request: Request, json_only: bool = False):
         raise ApiError(400, f"The body is not valid JSON: {exc}.") from exc
 
 
+def _words_asked(body: dict) -> bool:
+    """``"words": true``: the answer's captions carry each word's place; a 400 naming the extra
+    where eSpeak NG is missing, before anything is made."""
+    if not optional(body, "words", bool):
+        return False
+    from omnivoice_rt.align import espeak
+
+    try:
+        espeak.engine()
+    except espeak.EspeakMissing as exc:
+        raise ApiError(400, f"{exc}.", param="words") from exc
+    return True
+
+
 def optional(body: dict, field: str, kind: type):
     """``body[field]`` where it is given (not null) and of ``kind`` (a string, or true or false),
     None where it is not given; ``ApiError`` naming the field where it is of another kind."""
@@ -612,17 +644,21 @@ def framed(data: bytes, sse: bool) -> Iterator[bytes]:
         )
 
 
-def captioned(audio: bytes, response_format: str, sample_rate: int, placed: list) -> bytes:
-    """The answer to ``"captions": true``: the audio file in base64 and its captions, as
-    Kokoro-FastAPI's captioned speech carries its timestamps (here: a piece's, not a word's)."""
-    return json.dumps(
-        {
-            "audio": base64.b64encode(audio).decode(),
-            "audio_format": response_format,
-            "sample_rate": sample_rate,
-            "captions": captions.as_json(placed),
-        }
-    ).encode()
+def captioned(
+    audio: bytes, response_format: str, sample_rate: int, placed: list, words: list | None = None
+) -> bytes:
+    """The answer to ``"captions": true``: the audio file in base64 and its captions (each
+    piece's), with ``"words": true`` each word's too, as Kokoro-FastAPI's captioned speech
+    carries its timestamps (a word not found: null times)."""
+    answer = {
+        "audio": base64.b64encode(audio).decode(),
+        "audio_format": response_format,
+        "sample_rate": sample_rate,
+        "captions": captions.as_json(placed),
+    }
+    if words is not None:
+        answer["words"] = [w.as_dict() for w in words]
+    return json.dumps(answer).encode()
 
 
 def sse_event(payload: dict) -> bytes:

@@ -85,6 +85,7 @@ def cmd_synthesize(args) -> int:
     else:
         speak = _script(args, options)  # checked before the model loads
     kind = captions.format_of(args.captions) if args.captions else None  # before the model
+    word_kind = _word_captions(args.word_captions)
     _check_output(args)
     voice = _load(args)
 
@@ -100,6 +101,12 @@ def cmd_synthesize(args) -> int:
     _write(args.output, speech.waveform, speech.sample_rate)
     if kind:
         Path(args.captions).write_text(captions.write(speech.captions, kind), encoding="utf-8")
+    if word_kind:
+        from omnivoice_rt.text.languages import resolve_language
+
+        words = speech.align_words(resolve_language(options.get("language")))
+        document = captions.write_words(speech.captions, words, word_kind)
+        Path(args.word_captions).write_text(document, encoding="utf-8")
     meta = speech.metadata
     if "normalized_text" in meta:
         print(f"read as: {meta['normalized_text']}", file=sys.stderr)
@@ -272,6 +279,18 @@ def cmd_align(args) -> int:
 
 
 ALIGN_RATE = 16_000  # the aligner's own rate: a recording is read at it
+
+
+def _word_captions(path: str | None) -> str | None:
+    """The format of ``--word-captions`` (checked, with eSpeak NG's presence, before the model
+    loads), or None."""
+    if path is None:
+        return None
+    from omnivoice_rt.align import espeak
+
+    kind = captions.format_of(path)
+    espeak.engine()  # EspeakMissing names the extra
+    return kind
 
 
 def _read_text(path: str | None, limit: int) -> str:
@@ -466,6 +485,13 @@ def synthesize_flags(p) -> None:
         "--captions",
         metavar="FILE",
         help="also write where each piece was spoken, and its text: FILE.srt, .vtt or .json",
+    )
+    p.add_argument(
+        "--word-captions",
+        metavar="FILE",
+        help="also write where each word was spoken (the align extra: eSpeak NG): FILE.srt (a cue "
+        "a word), .vtt (a cue a piece, each word after its timestamp tag) or .json "
+        '({"words": [{"word", "start", "end"}]}, null for a word not found)',
     )
     request_flags(p)
     asr_flag(

@@ -177,6 +177,39 @@ def test_captions_come_as_json_with_the_audio(client, runtime, server):
     assert refused.status_code == 400 and refused.json()["error"]["param"] == "captions"
 
 
+def test_words_come_with_the_captions_as_the_library_aligns_them(client, runtime, server):
+    """ "words": true: the captions answer gains each word's place, the library's alignment of
+    the same result (``Speech.align_words``); over server-sent events the done event carries
+    them; a word not found has null times."""
+    text = "Hello there. [pause:1s] Goodbye, my friend."
+    voice = {"instruct": OPENAI_VOICES["alloy"], "seed": 3, "normalize_text": True}
+    expected = runtime.generate(text, **voice, **BALANCED)
+    wanted = [w.as_dict() for w in expected.align_words()]
+    assert [w["word"] for w in wanted] == ["Hello", "there.", "Goodbye,", "my", "friend."]
+    answer = json.loads(
+        client.audio.speech.create(
+            model="omnivoice",
+            voice="alloy",
+            input=text,
+            response_format="wav",
+            extra_body={"seed": 3, "words": True},  # captions with them
+        ).content
+    )
+    assert answer["captions"] == captions.as_json(expected.captions)
+    assert [w["word"] for w in answer["words"]] == [w["word"] for w in wanted]
+    for got, want in zip(answer["words"], wanted, strict=True):
+        assert (got["start"] is None) == (want["start"] is None)
+        if got["start"] is not None:  # eSpeak's few milliseconds from one synthesis to the next
+            assert abs(got["start"] - want["start"]) < 0.05 and got["end"] >= got["start"]
+    body = {"model": "omnivoice", "voice": "alloy", "input": text, "seed": 3, "words": True}
+    post = {"url": f"{server}/v1/audio/speech", "headers": {"Authorization": f"Bearer {KEY}"}}
+    events = httpx.post(**post, json={**body, "stream_format": "sse"}, timeout=120)
+    done = json.loads(events.text.strip().split("\n\n")[-1].removeprefix("data: "))
+    assert [w["word"] for w in done["words"]] == [w["word"] for w in wanted]
+    refused = httpx.post(**post, json={**body, "words": 1}, timeout=60)
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "words"
+
+
 def test_the_same_request_through_gradio_client_gives_the_same_audio(client, server):
     """The voice names are voice-design instructs; the OpenAI door and the Gradio API share defaults."""
     data = client.audio.speech.create(
