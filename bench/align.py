@@ -27,7 +27,6 @@ Extras: align (eSpeak NG).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -37,8 +36,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.benchmark import machine  # noqa: E402
 from omnivoice_rt.align import align, espeak, words_of  # noqa: E402
-from omnivoice_rt.engine.qgemm import cpu_flags  # noqa: E402
 
 TEXTS = {  # (main, held out): the aligner was tuned on the first, checked on the second
     "en": (
@@ -143,16 +142,6 @@ def measure(language: str, text: str, seeds: int) -> tuple[np.ndarray, int, floa
         errors += list(np.abs(starts[placed] - truth[placed]))
         unplaced += int((known & ~placed).sum())
     return np.array(errors), unplaced, took, audio
-
-
-def machine() -> str:
-    name = next(
-        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if "model name" in line),
-        "unknown CPU",
-    )
-    flags = cpu_flags()
-    shown = [f for f in ("amx_int8", "avx512_vnni", "avx_vnni", "avx2") if f in flags]
-    return f"{name}, {len(os.sched_getaffinity(0))} CPUs, {', '.join(shown)}"
 
 
 def main() -> int:

@@ -123,9 +123,14 @@ def write_words(captions: list[Caption], words: list, kind: str) -> str:
     if kind == "vtt":
         from omnivoice_rt.align import words_of  # a caption's words, as they were aligned
 
+        counts = [len(words_of(c.shown)) for c in captions]
+        if sum(counts) != len(words):
+            raise CaptionError(
+                f"{len(words)} words for captions of {sum(counts)}: the words of another result"
+            )
         cues, left = [], iter(words)
-        for n, c in enumerate(captions, 1):
-            own = [next(left) for _ in words_of(c.shown)]
+        for n, (c, count) in enumerate(zip(captions, counts, strict=True), 1):
+            own = [next(left) for _ in range(count)]
             text = " ".join(
                 (f"<{_seconds(w.start, '.')}>" if w.start is not None else "") + _vtt_text(w.word)
                 for w in own

@@ -286,8 +286,9 @@ class OmniVoiceONNX:
         about a sentence (about ``SENTENCE_SECONDS``) so the first audio comes sooner; the pieces
         after the first take it as their reference, as long texts do upstream, and prosody can
         break where they join. ``first_seconds`` (a server's streams: ``--first-piece``)
-        makes a long text's first piece about that long, its sentences whole, and the rest
-        upstream's ~15 s pieces: its first audio sooner, with the same caveats."""
+        makes a long text's first piece about that long, its sentences whole, and the next ones
+        each 1.3 times the one before up to upstream's ~15 s: its first audio sooner, with the
+        same caveats."""
         # Bad input fails here, not at the first piece.
         request = as_request(text, options)
         job = self._prepare(request, progress, should_stop, sentences, boundary, first_seconds)

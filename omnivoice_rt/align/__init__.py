@@ -143,7 +143,7 @@ def align(
     text's script decides eSpeak's voice."""
     from omnivoice_rt.align import espeak  # the optional extra, loaded only when asked for
 
-    waveform = np.asarray(waveform, np.float32).reshape(-1)
+    waveform = _mono(waveform, sample_rate)
     seconds = waveform.size / sample_rate
     if seconds > MAX_ALIGN_S:
         raise AlignError(
@@ -165,6 +165,25 @@ def align(
     if len(recording) < 2 or not np.isfinite(template.starts).any():
         return [Word(w, None, None) for w in words]
     return _placed(words, recording, template)
+
+
+def _mono(waveform, sample_rate) -> np.ndarray:
+    """A recording as one channel of finite float32 samples: (samples,), or (channels, samples)
+    or (samples, channels) mixed down."""
+    if not isinstance(sample_rate, (int, np.integer)) or sample_rate <= 0:
+        raise AlignError(
+            f"the sample rate must be a whole number of samples a second, not {sample_rate!r}"
+        )
+    audio = np.asarray(waveform, np.float32)
+    if audio.ndim == 2:
+        audio = audio.mean(axis=int(np.argmin(audio.shape)))  # the shorter axis: the channels
+    if audio.ndim != 1:
+        raise AlignError(
+            f"a recording is one or a few channels of samples, not shape {audio.shape}"
+        )
+    if not np.isfinite(audio).all():
+        raise AlignError("the recording holds samples that are not numbers (NaN or infinite)")
+    return audio
 
 
 def speech_words(
@@ -198,6 +217,9 @@ def _placed(words: list[str], recording: np.ndarray, template) -> list[Word]:
     spectra, sounds, gaps, lead = _prepared(clean, recording, noise, onsets)
     ours, theirs = features.cepstra(recording), features.cepstra(spectra)
     half = dtw.band_width(len(ours), len(theirs), BAND_S, BAND_SHARE, features.HOP_S)
+    if not dtw.reachable(len(ours), len(theirs), half):  # far more text than was said
+        logger.info("alignment: the text is too long for its recording; no word placed")
+        return [Word(w, None, None) for w in words]
     path = dtw.warp(ours, theirs, sounds, gaps, half)
     # a word starts where its sound is reached, less the faint frames before that sound
     starts = np.clip(np.searchsorted(path, sounds) - lead, 0, len(path) - 1)
@@ -207,7 +229,8 @@ def _placed(words: list[str], recording: np.ndarray, template) -> list[Word]:
     # a word found only where the recording holds no sound over its noise was not spoken there
     loud, near = _over(recording, noise), round(NEAR_S / features.HOP_S)
     lost = [not loud[max(a - near, 0) : b + near].any() for a, b in zip(starts, stops, strict=True)]
-    # no word ends after the next one starts
+    # in order, and no word ends after the next one starts
+    starts = np.maximum.accumulate(starts)
     stops = np.maximum(np.minimum(stops, np.r_[starts[1:], len(path)]), starts)
     found = iter(zip(starts * features.HOP_S, stops * features.HOP_S, lost, strict=True))
     result = []

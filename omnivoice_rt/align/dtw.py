@@ -16,7 +16,14 @@ MAX_ADVANCE = 2  # template frames one recording frame may advance
 
 def band_width(frames: int, template_frames: int, seconds: float, share: float, hop: float) -> int:
     """Half the band: ``seconds`` and ``share`` of the longer signal either side of the line."""
-    return int(seconds / hop + share * max(frames, template_frames))
+    return max(int(seconds / hop + share * max(frames, template_frames)), MAX_ADVANCE)
+
+
+def reachable(frames: int, template_frames: int, half: int) -> bool:
+    """Whether a recording of ``frames`` can take every template frame within the band: it
+    advances the template at most ``MAX_ADVANCE`` frames a step (a text far longer than what
+    was said cannot be warped onto it)."""
+    return template_frames <= MAX_ADVANCE * max(frames - 1, 0) + half
 
 
 def warp(
@@ -48,7 +55,7 @@ def warp(
         for advance in range(1, MAX_ADVANCE + 1):
             came = np.full(width, inf, np.float32)
             start = max(lo - advance, 0)
-            came[start + advance - lo :] = prev[start : hi - advance]
+            came[start + advance - lo :] = prev[start : max(hi - advance, start)]
             better = came < best
             best[better], step[better] = came[better], advance
         inside = (onsets >= lo) & (onsets < hi) & (sources < onsets)
@@ -59,9 +66,11 @@ def warp(
                 best[onset - lo], step[onset - lo] = segment[k], onset - source - k
         row = np.full(m, inf, np.float32)
         row[lo:hi] = best + _cost(recording[i], template[lo:hi])
+        if not np.isfinite(row[lo:hi]).any():
+            raise ValueError("the template cannot be reached within the band (reachable())")
         back[i] = step
         prev = row
-    j = m - 1 if np.isfinite(prev[m - 1]) else int(np.argmin(prev))
+    j = m - 1 if np.isfinite(prev[m - 1]) else int(lows[-1] + np.argmin(prev[lows[-1] :][:width]))
     path = np.zeros(n, np.int64)
     for i in range(n - 1, -1, -1):
         path[i] = j

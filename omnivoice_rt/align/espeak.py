@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import functools
 import html
 import threading
 from dataclasses import dataclass
@@ -178,7 +177,18 @@ class Espeak:
         )
 
 
-@functools.cache
+_STARTING = threading.Lock()
+
+
 def engine() -> Espeak:
-    """The process's eSpeak NG, started on first use (``EspeakMissing`` without it)."""
-    return Espeak()
+    """The process's one eSpeak NG, started on first use by one thread (``EspeakMissing``
+    without it)."""
+    with _STARTING:
+        if _ENGINE:
+            return _ENGINE[0]
+        with LOCK:
+            _ENGINE.append(Espeak())
+        return _ENGINE[0]
+
+
+_ENGINE: list[Espeak] = []

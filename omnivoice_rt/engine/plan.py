@@ -121,6 +121,8 @@ def plan_pieces(
     """The pieces to generate: the whole text, or ~15 s pieces (``piece_seconds``: pieces of that
     length) split at punctuation; where it is cut, ``first_seconds`` makes the first piece about
     that long (its sentences whole) and the next ones grow to that length (``growing``)."""
+    if first_seconds is not None and not first_seconds > 0:
+        raise ValueError(f"first_seconds takes a number of seconds above 0, not {first_seconds}")
     estimate = estimate_frames(text, ref_text, ref_frames, 1.0 if duration else (speed or 1.0))
     target_len = max(1, int(duration * frame_rate)) if duration else estimate
     speed = estimate / target_len if duration else (speed or 1.0)

@@ -59,3 +59,11 @@ def test_a_first_piece_as_long_as_upstreams_or_a_short_text_is_upstreams_plan():
     assert [p.text for p in plan(short, 4.0)] == [short]
     assert [p.text for p in plan(LONG, 15.0)] == [p.text for p in plan(LONG)]
     assert [p.text for p in plan(LONG, 40.0)] == [p.text for p in plan(LONG)]
+
+
+def test_a_first_piece_of_no_length_is_refused():
+    import pytest
+
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="first_seconds takes a number of seconds above 0"):
+            plan(LONG, bad)
