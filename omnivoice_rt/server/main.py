@@ -24,7 +24,7 @@ from omnivoice_rt.limits import GRACEFUL_STOP_S, MAX_UPLOAD, MAX_WYOMING_CONNECT
 from omnivoice_rt.server import connections, flags, gradio_guard, lifecycle
 from omnivoice_rt.server.clients import ClientAddress
 from omnivoice_rt.server.models import offered_precisions
-from omnivoice_rt.server.page import PAGE_CSS, build_demo
+from omnivoice_rt.server.page import PAGE_CSS, PAGE_HEAD, build_demo
 from omnivoice_rt.server.serving import DEFAULTS, Config, Service
 from omnivoice_rt.voices import VoiceLibrary
 
@@ -90,6 +90,7 @@ def build_server(
         mcp_server=mcp,
         max_file_size=MAX_UPLOAD,
         css=PAGE_CSS,
+        head=PAGE_HEAD,
         # Only the server's own messages (gr.Error) reach a client, not other exceptions' text.
         show_error=False,
         app_kwargs={"docs_url": None, "redoc_url": None, "openapi_url": None},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -54,7 +55,7 @@ def test_api_lists_the_stable_endpoints_only(client):
         later = ["instruct", "voice"] if endpoint == "/clone" else []
         aliases = ["guidance", "postprocess"]  # the older names, still taken
         assert names[names.index("preset") :] == [
-            "preset", "normalize_text", *later, *aliases, "sample_rate"
+            "preset", "normalize_text", *later, *aliases, "sample_rate", "words"
         ]  # fmt: skip
         assert {"guidance_scale", "postprocess_output"} <= set(names)  # as OPTIONS names them
 
@@ -112,6 +113,31 @@ def test_the_api_answers_at_the_sample_rate_asked(client):
     assert audio.shape[0] == (2 * 24000 + 2 * 2400) * 2 // 3  # the same 2.2 s
     with pytest.raises(Exception, match="sample_rate|8000"):
         client.predict("Hi.", "English", "", "int4", sample_rate=7000, api_name="/synthesize")
+
+
+def test_the_api_places_each_word_when_asked_in_the_captions_it_returns(client):
+    """words=True: the third output is WebVTT, each cue's words after their starts' timestamp
+    tags (read back by webvtt-py), the words those of the text as written."""
+    import io
+
+    import webvtt
+
+    from omnivoice_rt.align import words_of
+
+    text = "Hello from the API. [pause:0.5s] And goodbye."
+    path, info, captions = client.predict(
+        text, "English", "", "int4", **FIXED, words=True, api_name="/synthesize"
+    )
+    assert captions.endswith(".vtt") and "s of audio" in info
+    cues = list(webvtt.from_buffer(io.StringIO(open(captions, encoding="utf-8").read())))
+    assert len(cues) == 2
+    said = [re.sub(r"<[^>]+>", "", cue.raw_text).split() for cue in cues]
+    assert said == [words_of("Hello from the API."), words_of("And goodbye.")]
+    found = re.findall(r"<(\d\d):(\d\d):([\d.]+)>", cues[0].raw_text)
+    stamps = [int(h) * 3600 + int(m) * 60 + float(s) for h, m, s in found]
+    assert stamps == sorted(stamps) and cues[0].start_in_seconds <= stamps[0] + 1e-3
+    with pytest.raises(Exception, match="words must be true or false"):
+        client.predict("Hi.", "English", "", "int4", words="yes", api_name="/synthesize")
 
 
 def test_the_api_returns_the_runtime_waveform_at_its_loudness(client, cpu_artifacts):

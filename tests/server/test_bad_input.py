@@ -87,6 +87,7 @@ def test_wrong_types_through_gradio_client_are_messages(server, reference):
             None,
             None,
             None,
+            None,
         ],  # fmt: skip
     )
     assert "event: error" in answer and "U+D800" in answer, answer
@@ -200,8 +201,8 @@ def test_fields_are_of_their_kind_not_read_as_their_truth(server, field, value, 
 
 def test_the_page_api_takes_flags_and_languages_of_their_kind(server):
     url, _, log = server
-    # randomize "no"; the older names and sample_rate left empty
-    settings = [8, 2.0, 1.0, 0, 3, "no", True, True, "balanced", True, None, None, None]
+    # randomize "no"; the older names, sample_rate and words left empty
+    settings = [8, 2.0, 1.0, 0, 3, "no", True, True, "balanced", True, None, None, None, None]
     assert "event: error" in api_call(url, "synthesize", ["Hi.", "Auto", "", "int4", *settings])
     settings[5] = False
     assert "event: error" in api_call(url, "synthesize", ["Hi.", {}, "", "int4", *settings])

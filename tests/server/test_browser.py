@@ -173,6 +173,51 @@ def test_numbers_are_read_as_words_and_the_page_shows_what_was_read(page):
     box.check()
 
 
+def test_word_timings_highlight_the_word_the_player_is_at(page):
+    """ "Word timings": the lines under the player hold each word with its place; seeking the
+    player to a time highlights the word whose span holds it, and the captions are WebVTT."""
+    page.get_by_role("tab", name="Text to speech").click()
+    page.locator("#words input").check()
+    page.fill("#tts-text textarea", "Hello there, my good friend. [pause:0.5s] See you soon.")
+    page.click("#tts-generate")
+    wait_for_result(page, result_line(page), "int4")
+    page.wait_for_selector("#result-lines span.word[title]", timeout=60_000)
+    words = page.evaluate(
+        """() => [...document.querySelectorAll('#result-lines span.word')].map(s => [
+             s.innerText, ...(s.title ? s.title.split('-').map(parseFloat) : [null, null])])"""
+    )
+    assert [w[0] for w in words] == [
+        "Hello",
+        "there,",
+        "my",
+        "good",
+        "friend.",
+        "See",
+        "you",
+        "soon.",
+    ]
+    placed = [w for w in words if w[1] is not None and w[2] > w[1]]
+    assert len(placed) >= 4
+    for text, start, end in (placed[1], placed[-1]):
+        page.evaluate(  # the player holding the result (the streamed pieces' plays it all)
+            """t => { const players = [...document.querySelectorAll(
+                 '#result-audio audio, #result-stream audio')].filter(a => a.currentSrc);
+               players[0].currentTime = t; }""",
+            (start + end) / 2,
+        )
+        page.wait_for_function(
+            "w => document.querySelector('#result-lines span.word.spoken')?.innerText === w",
+            arg=text,
+            timeout=10_000,
+        )
+        assert page.locator("#result-lines span.word.spoken").count() == 1
+    link = page.locator("#result-captions a").first
+    link.wait_for(timeout=30_000)
+    assert ".vtt" in (link.get_attribute("href") or "")
+    page.screenshot(path=str(SHOTS / "4d-word-timings.png"), full_page=True)
+    page.locator("#words input").uncheck()
+
+
 def test_the_captions_show_under_the_player_and_download_as_srt(page):
     """A text with a pause: one line per piece under the player, with its times, and the .srt
     file to download (its cues those times)."""

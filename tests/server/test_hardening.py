@@ -241,8 +241,8 @@ def test_refusals_are_one_line_of_the_log_without_a_traceback(server):
 
     url, wyoming, log = server
     settings = ["fp32", 8, 2.0, 1.0, 2.0, 3, False, True, False, "balanced", True, None, None]
-    settings += [None, None, None]  # the older names of guidance_scale and postprocess_output,
-    # and sample_rate
+    settings += [None, None, None, None]  # the older names of guidance_scale and
+    # postprocess_output, sample_rate and words
     no_meta = api_call(
         url, "clone", ["Hi.", {"path": "/etc/passwd"}, "hi", None, "Auto", *settings]
     )

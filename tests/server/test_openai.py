@@ -441,9 +441,12 @@ def test_mcp_lists_the_tools_and_synthesizes(server):
                     "synthesize",
                     {"text": SAYING, "precision": "int4", "seed": 7, "sample_rate": 16000},
                 )
-                return tools, result, at_16k
+                worded = await mcp.call_tool(
+                    "synthesize", {"text": SAYING, "precision": "int4", "seed": 7, "words": True}
+                )
+                return tools, result, at_16k, worded
 
-    tools, result, at_16k = asyncio.run(session())
+    tools, result, at_16k, worded = asyncio.run(session())
     assert {"synthesize", "clone", "save_voice_prompt", "transcribe"} <= set(tools)
     described = tools["synthesize"]
     assert "10,000 characters" in described.inputSchema["properties"]["text"]["description"]
@@ -452,6 +455,13 @@ def test_mcp_lists_the_tools_and_synthesizes(server):
     assert normalize["default"] is True and "as words" in normalize["description"], normalize
     rate = described.inputSchema["properties"]["sample_rate"]
     assert rate["default"] == 24000 and rate["type"] == "integer", rate
+    words = described.inputSchema["properties"]["words"]
+    assert words.get("default", False) is False and words["type"] == "boolean", words
+    assert "words" not in described.inputSchema.get("required", [])
+    told = " ".join(c.text for c in worded.content)
+    assert not worded.isError, told
+    vtt = httpx.get(re.search(r"http[^'\s]*\.vtt", told).group(0)).text
+    assert vtt.startswith("WEBVTT") and re.search(r"<00:00:\d\d\.\d{3}>Hello", vtt), vtt
     told = " ".join(c.text for c in at_16k.content)
     assert not at_16k.isError, told
     wav = httpx.get(told[told.index("http") :].split("'")[0]).content

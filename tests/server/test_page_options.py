@@ -19,20 +19,20 @@ from omnivoice_rt.server.serving import Config, Service
 from omnivoice_rt.voices import VoiceLibrary
 
 # The API's parameters as gradio_client took them before they were declared: positional callers
-# depend on this order (sample_rate since issue 53, last; /script is new).
+# depend on this order (sample_rate since issue 53, then words, last; /script is new).
 TODAY = {
     "synthesize": "text language instruct precision num_step guidance_scale speed duration seed "
     "randomize_seed denoise postprocess_output preset normalize_text guidance postprocess "
-    "sample_rate",
+    "sample_rate words",
     "clone": "text ref_audio ref_text voice_prompt language precision num_step guidance_scale "
     "speed duration seed randomize_seed denoise postprocess_output preset normalize_text "
-    "instruct voice guidance postprocess sample_rate",
+    "instruct voice guidance postprocess sample_rate words",
     "dub": "subtitles_file language instruct voice precision num_step guidance_scale speed seed "
     "randomize_seed denoise postprocess_output preset normalize_text max_speed speakers "
     "sample_rate",
     "script": "text speaker_voices voice language instruct precision num_step guidance_scale "
     "speed seed randomize_seed denoise postprocess_output preset normalize_text turn_pause "
-    "sample_rate",
+    "sample_rate words",
 }
 PUBLIC = (
     "synthesize",

@@ -30,6 +30,7 @@ from omnivoice_rt.server.page import (
 )
 from omnivoice_rt.server.page.handlers import Handlers
 from omnivoice_rt.server.page.shared import (
+    HIGHLIGHT,
     examples_cache,
     page_request,
     precision_line,
@@ -37,10 +38,14 @@ from omnivoice_rt.server.page.shared import (
 from omnivoice_rt.server.serving import Config, Service
 from omnivoice_rt.voices import VoiceLibrary
 
-__all__ = ["LICENCE_LINE", "PAGE_CSS", "build_demo", "page_request", "precision_line"]
+__all__ = ["LICENCE_LINE", "PAGE_CSS", "PAGE_HEAD", "build_demo", "page_request", "precision_line"]
 
 # The non-verbal tag buttons keep their labels on one line; they wrap as a row instead.
-PAGE_CSS = ".tag-button { white-space: nowrap; flex: 0 0 auto !important; }"
+PAGE_CSS = (
+    ".tag-button { white-space: nowrap; flex: 0 0 auto !important; }\n"
+    "#result-lines span.word.spoken { background: #fde68a; border-radius: 3px; }"
+)
+PAGE_HEAD = HIGHLIGHT  # the result's words highlighted as the player plays them
 LICENCE_LINE = (  # the page's footer; README "Licences" says more
     "Code: Apache-2.0. The OmniVoice weights (k2-fsa/OmniVoice): CC-BY-NC, non-commercial use "
     "only, as their authors state. The Higgs Audio V2 tokenizer: Boson AI's licence."

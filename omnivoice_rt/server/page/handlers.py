@@ -81,7 +81,7 @@ def counted(handler: Callable, metrics) -> Callable:
 SPEECH = (
     "The speech as a wav file (24 kHz, or sample_rate), one line saying its length, time taken and seed, and its "
     "captions: an SRT file, one cue per spoken piece (its start, end and text, exact to the "
-    "sample)."
+    "sample); with words, a WebVTT file whose cues carry each word's start as a timestamp tag."
 )
 # Each synthesis endpoint's summary and what it returns; its parameters are options.ENDPOINTS'.
 SUMMARIES = {
@@ -157,8 +157,10 @@ class Handlers(VoiceHandlers, DubHandlers, ScriptHandlers):
         """``/synthesize`` and ``/clone``: an API handler's fields (by the page's names:
         ``page_request``) spoken, whole, at their precision."""
         precision = fields.pop("precision")
+        with as_messages():
+            words = page_flag(fields.pop("words", False) or False, "words")
         request = page_request(fields, self.service, self.library)
-        return run_synthesis(self.service, precision or self.default, progress, request)
+        return run_synthesis(self.service, precision or self.default, progress, request, words)
 
     def page_twin(self, api_handler):
         """The page's button for an API handler: the same fields (this signature, which Gradio
@@ -180,9 +182,10 @@ class Handlers(VoiceHandlers, DubHandlers, ScriptHandlers):
             tracker = values.pop("progress", progress.default)
             with as_messages():
                 pieces = page_flag(values.pop("sentences", False), "sentences")
+                words = page_flag(values.pop("words", False) or False, "words")
             request = page_request(values, self.service, self.library)
             precision = values["precision"] or self.default
-            yield from stream_synthesis(self.service, precision, tracker, request, pieces)
+            yield from stream_synthesis(self.service, precision, tracker, request, pieces, words)
 
         twin.__signature__ = twin_signature
         twin.__name__ = f"{api_handler.__name__}_page"

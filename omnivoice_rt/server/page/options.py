@@ -47,7 +47,16 @@ ALIASES = {"guidance": "guidance_scale", "postprocess": "postprocess_output"}
 # Each endpoint's parameters in the order the API takes them (positional for gradio_client), the
 # older names last.
 ENDPOINTS = {
-    "synthesize": ("text", "language", "instruct", "precision", *SETTINGS, *ALIASES, "sample_rate"),
+    "synthesize": (
+        "text",
+        "language",
+        "instruct",
+        "precision",
+        *SETTINGS,
+        *ALIASES,
+        "sample_rate",
+        "words",
+    ),
     "clone": (
         "text",
         "ref_audio",
@@ -60,6 +69,7 @@ ENDPOINTS = {
         "voice",
         *ALIASES,
         "sample_rate",
+        "words",
     ),
     # a dub has no duration: each cue's window is its own
     "dub": (
@@ -84,6 +94,7 @@ ENDPOINTS = {
         *(name for name in SETTINGS if name != "duration"),
         "turn_pause",
         "sample_rate",
+        "words",
     ),
 }
 
@@ -109,6 +120,9 @@ PAGE_ONLY = {
     "voice of the library needs no line.",
     "turn_pause": f"Seconds of silence between two turns, 0 to {MAX_TURN_PAUSE_S:g} "
     f"({TURN_PAUSE_S:g} by default).",
+    "words": "True: every word placed in the audio (its start and end, from aligning the audio "
+    "with its text: the server's align extra, eSpeak NG); the captions file is then WebVTT, "
+    "each word after its start's timestamp tag, and the lines show the words.",
 }
 
 # The parameters' defaults (none: required); the settings' are the doors' DEFAULTS.
@@ -124,6 +138,7 @@ DEFAULT_OF = {
     "sample_rate": SAMPLE_RATE,
     "speaker_voices": None,
     "turn_pause": TURN_PAUSE_S,
+    "words": False,
 }
 
 

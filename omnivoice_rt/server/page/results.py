@@ -33,7 +33,10 @@ def made() -> dict[str, gr.components.Component]:
         "info": gr.Markdown(elem_id="result-info", render=False),
         # the result's captions: a file to download (the API's third output), and its lines
         "subtitles": gr.File(
-            label="Captions (.srt)", interactive=False, elem_id="result-captions", render=False
+            label="Captions (.srt; .vtt with word timings)",
+            interactive=False,
+            elem_id="result-captions",
+            render=False,
         ),
         "lines": gr.Markdown(elem_id="result-lines", render=False),
         # the id of the last result's voice (Service.results), in a hidden box rather than a

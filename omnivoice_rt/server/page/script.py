@@ -22,6 +22,7 @@ from omnivoice_rt.server.page.shared import (
     captions_file,
     language_choice,
     page_client,
+    page_flag,
     page_request,
     voice_choice,
     wire_whole,
@@ -107,6 +108,7 @@ class ScriptHandlers:
         text, table = fields.pop("text") or "", fields.pop("speaker_voices")
         precision, pause = fields.pop("precision") or self.default, fields.pop("turn_pause")
         with as_messages():
+            words = page_flag(fields.pop("words", False) or False, "words")
             speakers = dialogue.library_speakers(self.library, dict(speaker_lines(table)))
             turns = script.parse(text, named_lines=True)
         # the voice below and the settings, checked as a request of the first turn
@@ -125,6 +127,8 @@ class ScriptHandlers:
             speech = self.service.synthesized(
                 precision, made, progress=progress, should_stop=gone, client=page_client()
             )
+            if words:
+                speech.align_words(request.language)
         line = (
             f"{len(made.turns)} turns of {len(script.speakers_of(made.turns))} speakers, "
             f"{speech.seconds:.2f} s of audio in {time.perf_counter() - started:.1f} s, "
@@ -133,8 +137,8 @@ class ScriptHandlers:
         return (
             (speech.sample_rate, pcm16(speech.waveform)),
             line,
-            captions_file(speech.captions),
-            caption_lines(speech.captions),
+            captions_file(speech.captions, speech.words),
+            caption_lines(speech.captions, speech.words),
         )
 
 

@@ -1,6 +1,7 @@
 """The settings every synthesis tab shares (under the tabs): the preset, the steps, guidance,
 speed, duration, seed, denoising, post-processing, the sample rate, reading numbers as words,
-and sentence by sentence. Each control is keyed by the handlers' parameter it fills."""
+sentence by sentence, and word timings. Each control is keyed by the handlers' parameter it
+fills."""
 
 from __future__ import annotations
 
@@ -70,6 +71,12 @@ def layout() -> dict[str, gr.components.Component]:
             elem_id="normalize-text",
         )
         sentences = gr.Checkbox(value=False, label=SENTENCES_LABEL, elem_id="sentences")
+        words = gr.Checkbox(
+            value=False,
+            label="Word timings",
+            info="each word placed in the audio, highlighted as it plays (captions: WebVTT)",
+            elem_id="words",
+        )
     return {
         "num_step": steps,
         "guidance_scale": guidance,
@@ -83,6 +90,7 @@ def layout() -> dict[str, gr.components.Component]:
         "normalize_text": normalize,
         "sample_rate": sample_rate,
         "sentences": sentences,
+        "words": words,
     }
 
 

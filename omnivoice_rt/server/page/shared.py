@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import html
 import json
 import logging
 import os
@@ -258,26 +259,36 @@ def page_request(fields: dict, service: Service, library: VoiceLibrary | None = 
 
 
 def run_synthesis(
-    service: Service, precision: str, progress, request: Request
+    service: Service, precision: str, progress, request: Request, words: bool = False
 ) -> tuple[tuple[int, np.ndarray], str, str]:
     """The API's whole result (``Service.synthesized``) with a step-by-step progress bar, its
-    errors as the page's messages: the audio, the result's line, its captions (an SRT file)."""
+    errors as the page's messages: the audio, the result's line, its captions (an SRT file;
+    with ``words``, each word placed: a WebVTT file with their timestamp tags)."""
     with as_messages():
         speech = service.synthesized(
             precision, request, progress=progress, should_stop=abandoned(), client=page_client()
         )
+        if words:
+            speech.align_words(request.language)
     audio = (speech.sample_rate, pcm16(speech.waveform))
     reused = speech.metadata["reused_reference"]
-    return audio, result_line(speech, request.seed, reused), captions_file(speech.captions)
+    line = result_line(speech, request.seed, reused)
+    return audio, line, captions_file(speech.captions, speech.words)
 
 
 def stream_synthesis(
-    service: Service, precision: str, progress, request: Request, sentences: bool = False
+    service: Service,
+    precision: str,
+    progress,
+    request: Request,
+    sentences: bool = False,
+    words: bool = False,
 ) -> Iterator[tuple]:
     """``run_synthesis`` for the page: each piece goes to the player as soon as it is made (when
     ``STREAMING``), then the pieces joined (what was played) become the result to download.
     Yields (piece, whole, info, captions file, caption lines, the id of its voice: "Keep this
-    voice")."""
+    voice"). With ``words``, the whole result's words are placed once it is made, and its lines
+    show them, highlighted as the player plays them (``HIGHLIGHT``)."""
     parts: list[Speech] = []
     made = service.speak(
         precision,
@@ -306,12 +317,15 @@ def stream_synthesis(
                 gr.skip(),
             )
     speech = Speech.join(parts)
+    if words:
+        with as_messages():
+            speech.align_words(request.language)
     yield (
         gr.skip(),
         (speech.sample_rate, pcm16(speech.waveform)),
         result_line(speech, request.seed, parts[0].metadata["reused_reference"]) + read_as(speech),
-        captions_file(speech.captions),
-        caption_lines(speech.captions),
+        captions_file(speech.captions, speech.words),
+        caption_lines(speech.captions, speech.words),
         parts[0].metadata["kept"],  # the first piece's voice: the whole's (Speech.voice_prompt)
     )
 
@@ -375,25 +389,66 @@ def prompt_file() -> Path:
     return result_file("prompts", ".npz")
 
 
-def captions_file(placed: list[captions.Caption]) -> str:
+def captions_file(placed: list[captions.Caption], words: list | None = None) -> str:
     """A result's captions as an SRT file (``omnivoice_rt.captions``), for the page's download
-    and the API's third output."""
-    path = result_file("captions", ".srt")
-    path.write_text(captions.write(placed, "srt"), encoding="utf-8")
+    and the API's third output; with its ``words``, a WebVTT file whose cues carry each word's
+    start as a timestamp tag."""
+    if words is None:
+        path = result_file("captions", ".srt")
+        path.write_text(captions.write(placed, "srt"), encoding="utf-8")
+    else:
+        path = result_file("captions", ".vtt")
+        path.write_text(captions.write_words(placed, words, "vtt"), encoding="utf-8")
     return str(path)
 
 
-def caption_lines(placed: list[captions.Caption]) -> str:
+def caption_lines(placed: list[captions.Caption], words: list | None = None) -> str:
     """The captions as the page shows them under the player: one line per piece, its start and
     end, who says it (a script's or a dub's speaker) and its text (Markdown's characters
-    escaped)."""
-    return "\n".join(
-        f"`{clock(c.start)}-{clock(c.end)}` "
-        + (escaped(f"{c.speaker}: ") if c.speaker else "")
-        + escaped(c.shown)
-        + "  "
-        for c in placed
-    )
+    escaped); with its ``words``, each word a span holding its start and end, which the page
+    highlights as the player reaches it (``HIGHLIGHT``)."""
+    from omnivoice_rt.align import words_of
+
+    left = iter(words or [])
+    lines = []
+    for c in placed:
+        said = escaped(c.shown)
+        if words is not None:
+            said = " ".join(word_span(next(left)) for _ in words_of(c.shown))
+        speaker = escaped(f"{c.speaker}: ") if c.speaker else ""
+        lines.append(f"`{clock(c.start)}-{clock(c.end)}` {speaker}{said}  ")
+    return "\n".join(lines)
+
+
+def word_span(word) -> str:
+    """A word of the lines: its text, and where it is spoken, "start-end s" in its title (shown on
+    hover, read by the highlighting; the Markdown's sanitizer keeps a title, not a data-
+    attribute); no title where it was not found."""
+    text = html.escape(word.word)
+    if word.start is None:
+        return f'<span class="word">{text}</span>'
+    return f'<span class="word" title="{word.start:.3f}-{word.end:.3f} s">{text}</span>'
+
+
+# The page's script: the word of the result's lines whose time a result's player is at is marked
+# ``spoken`` (media events reach a capturing listener on the document); the streamed pieces'
+# player plays the whole result's timeline too (its pieces, joined in order)
+HIGHLIGHT = """<script>
+(() => {
+  const mark = (event) => {
+    const player = event.target;
+    const ours = player instanceof HTMLMediaElement && player.closest('#result-audio, #result-stream');
+    if (!ours) return;
+    const now = player.currentTime;
+    for (const span of document.querySelectorAll('#result-lines span.word[title]')) {
+      const [start, end] = span.title.split('-').map(parseFloat);
+      span.classList.toggle('spoken', start <= now && now < end);
+    }
+  };
+  for (const kind of ['timeupdate', 'seeked', 'play']) document.addEventListener(kind, mark, true);
+})();
+</script>
+"""
 
 
 def page_cues(path) -> list[subtitles.Cue]:
