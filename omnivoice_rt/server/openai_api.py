@@ -151,20 +151,7 @@ class OpenAIDoor:
                 code="model_not_found",
             )
         precision, preset = models[model]  # the preset of the model: a body's own replaces it
-        voice = body.get("voice")
-        if isinstance(voice, dict):  # OpenAI's {"id": "voice_..."} form of a custom voice
-            voice = voice.get("id")
-        voice = AUTO_VOICE if voice is None or voice == "" else voice
-        if not isinstance(voice, str):
-            raise ApiError(
-                400,
-                "'voice' must be a voice name (GET /v1/audio/voices lists them).",
-                param="voice",
-            )
-        try:
-            voice_options = self.library.options(voice)
-        except ValueError as exc:
-            raise ApiError(400, str(exc), param="voice") from exc
+        voice, voice_options = self._voice(body)
         fmt = optional(body, "response_format", str) or "mp3"
         if fmt not in self.formats:
             missing = f" ({missing_encoder(fmt)})" if fmt in FORMATS else ""
@@ -225,6 +212,24 @@ class OpenAIDoor:
             captions=optional(body, "captions", bool) or words,
             words=words,
         )
+
+    def _voice(self, body: dict) -> tuple[str, dict]:
+        """The body's ``voice`` (a name, or OpenAI's ``{"id": ...}``; none: the auto voice) and
+        the options the library gives it."""
+        voice = body.get("voice")
+        if isinstance(voice, dict):  # OpenAI's {"id": "voice_..."} form of a custom voice
+            voice = voice.get("id")
+        voice = AUTO_VOICE if voice is None or voice == "" else voice
+        if not isinstance(voice, str):
+            raise ApiError(
+                400,
+                "'voice' must be a voice name (GET /v1/audio/voices lists them).",
+                param="voice",
+            )
+        try:
+            return voice, self.library.options(voice)
+        except ValueError as exc:
+            raise ApiError(400, str(exc), param="voice") from exc
 
     def _script(self, body: dict, options: dict, preset: str, normalizer) -> Script:
         """The body's ``input`` as a dialogue script: "Name:" lines with ``"script": true``,
