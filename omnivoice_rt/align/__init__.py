@@ -163,8 +163,13 @@ def align(
     template = engine.speak(words, voice, joiner="" if all(map(_unspaced, words)) else " ")
     recording = features.log_mel(waveform, sample_rate)
     if len(recording) < 2 or not np.isfinite(template.starts).any():
-        return [Word(w, None, None) for w in words]
+        return unplaced(words)
     return _placed(words, recording, template)
+
+
+def unplaced(words: list[str]) -> list[Word]:
+    """``words`` with no place found: null times."""
+    return [Word(w, None, None) for w in words]
 
 
 def _mono(waveform, sample_rate) -> np.ndarray:
@@ -202,7 +207,7 @@ def speech_words(
             found = align(piece, sample_rate, text, language)
         except AlignError as exc:
             logger.warning("a piece's words were not aligned: %s", exc)
-            found = [Word(w, None, None) for w in words_of(text)]
+            found = unplaced(words_of(text))
         words += [w.moved(caption.start) for w in found]
     return words
 
@@ -219,7 +224,7 @@ def _placed(words: list[str], recording: np.ndarray, template) -> list[Word]:
     half = dtw.band_width(len(ours), len(theirs), BAND_S, BAND_SHARE, features.HOP_S)
     if not dtw.reachable(len(ours), len(theirs), half):  # far more text than was said
         logger.info("alignment: the text is too long for its recording; no word placed")
-        return [Word(w, None, None) for w in words]
+        return unplaced(words)
     path = dtw.warp(ours, theirs, sounds, gaps, half)
     # a word starts where its sound is reached, less the faint frames before that sound
     starts = np.clip(np.searchsorted(path, sounds) - lead, 0, len(path) - 1)
@@ -235,8 +240,8 @@ def _placed(words: list[str], recording: np.ndarray, template) -> list[Word]:
     found = iter(zip(starts * features.HOP_S, stops * features.HOP_S, lost, strict=True))
     result = []
     for word, marked in zip(words, known, strict=True):
-        start, stop, unplaced = next(found) if marked else (0.0, 0.0, True)
-        placed = not unplaced
+        start, stop, missed = next(found) if marked else (0.0, 0.0, True)
+        placed = not missed
         result.append(Word(word, _seconds(start, placed), _seconds(stop, placed)))
     missing = sum(w.start is None for w in result)
     if missing:

@@ -250,7 +250,7 @@ def cmd_align(args) -> int:
 
     import soundfile as sf
 
-    from omnivoice_rt.align import AlignError, align
+    from omnivoice_rt.align import AlignError, align, features
     from omnivoice_rt.audio.ops import load_audio
     from omnivoice_rt.limits import MAX_ALIGN_S, MAX_SCRIPT_CHARS
     from omnivoice_rt.text.languages import resolve_language
@@ -266,8 +266,8 @@ def cmd_align(args) -> int:
             f"{args.audio} is {seconds:.0f} s; one alignment takes at most {MAX_ALIGN_S:.0f} s: "
             "cut it into parts (a paragraph at a time) and align each with its text"
         )
-    waveform = load_audio(args.audio, ALIGN_RATE, MAX_ALIGN_S + 1)[0]
-    words = align(waveform, ALIGN_RATE, text, language)
+    waveform = load_audio(args.audio, features.RATE, MAX_ALIGN_S + 1)[0]  # the aligner's rate
+    words = align(waveform, features.RATE, text, language)
     document = json.dumps({"words": [w.as_dict() for w in words]}, ensure_ascii=False, indent=1)
     if args.output:
         Path(args.output).write_text(document + "\n", encoding="utf-8")
@@ -276,9 +276,6 @@ def cmd_align(args) -> int:
     else:
         print(document)
     return 0
-
-
-ALIGN_RATE = 16_000  # the aligner's own rate: a recording is read at it
 
 
 def _word_captions(path: str | None) -> str | None:
