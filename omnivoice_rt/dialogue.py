@@ -167,6 +167,28 @@ def library_speakers(library, given: dict[str, str] | None = None) -> dict[str, 
     return table
 
 
+def given_voices(lines, where: str, strict: bool = True) -> dict[str, str]:
+    """``NAME=VOICE`` lines as ``library_speakers``' ``given`` table: the command line's
+    ``--speaker`` flags and the page's speakers table alike (``where`` names them in an error,
+    with the line's number). A blank line is skipped; ``NAME=`` leaves NAME the library's voice
+    of that name; with ``strict``, a line that is not ``NAME=VOICE`` is a ``ScriptError``."""
+    given = {}
+    for number, line in enumerate(lines, 1):
+        name, equals, voice = line.partition("=")
+        if not line.strip():
+            continue
+        if not equals or not name.strip():
+            if strict:
+                raise ScriptError(
+                    f"{where} {number} ({line.strip()[:40]!r}): write NAME=VOICE, such as "
+                    "Ann=female or Ann=ann (a voice of the library)"
+                )
+            continue
+        if voice.strip():
+            given[name.strip()] = voice.strip()
+    return given
+
+
 def check_speakers(turns: list[Turn], speakers: dict) -> None:
     """Every named speaker has a voice, before anything runs."""
     for turn in turns:

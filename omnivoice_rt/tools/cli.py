@@ -129,19 +129,12 @@ def _script(args, options: dict):
     if path.stat().st_size > 4 * MAX_SCRIPT_CHARS:  # UTF-8: at most 4 bytes a character
         raise ValueError(f"--script {path}: a script is at most {MAX_SCRIPT_CHARS:,} characters")
     text = path.read_text(encoding="utf-8")
-    given = dict(_speaker_flag(flag) for flag in args.speaker or [])
+    given = dialogue.given_voices(args.speaker or [], "--speaker")
     speakers = dialogue.library_speakers(VoiceLibrary(args.voices), given)
     options = {name: value for name, value in options.items() if value is not None}
     options.pop("text", None)
     made = dialogue.prepare(text, options, speakers, True, args.turn_pause, door_request)
     return lambda voice, progress: dialogue.speak(voice, made, progress)
-
-
-def _speaker_flag(flag: str) -> tuple[str, str]:
-    name, equals, voice = flag.partition("=")
-    if not equals or not name.strip() or not voice.strip():
-        raise ValueError(f"--speaker {flag!r}: write NAME=VOICE, such as --speaker Ann=female")
-    return name.strip(), voice.strip()
 
 
 def cmd_dub(args) -> int:

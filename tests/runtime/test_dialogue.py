@@ -200,6 +200,19 @@ def test_library_speakers_take_voices_by_name_and_designs(tmp_path):
         dialogue.library_speakers(library, {"../x": "narrator"})
 
 
+def test_given_voices_read_the_command_line_and_the_pages_table_alike():
+    lines = ["María = narrator", "", "Bob=female, whisper", "Ann="]
+    assert dialogue.given_voices(lines, "speakers, line") == {
+        "María": "narrator",
+        "Bob": "female, whisper",
+    }  # "Ann=": the library's voice of that name; "Bob=...=": the first "=" splits
+    with pytest.raises(ScriptError, match=r"--speaker 2 \('Bob'\): write NAME=VOICE"):
+        dialogue.given_voices(["Ann=x", "Bob"], "--speaker")
+    with pytest.raises(ScriptError, match="--speaker 1"):
+        dialogue.given_voices(["=female"], "--speaker")
+    assert dialogue.given_voices(["Bob", "Ann=x"], "speakers, line", strict=False) == {"Ann": "x"}
+
+
 def test_the_command_line_speaks_a_script_with_its_speakers(fp32_artifacts, tmp_path):
     import soundfile as sf
 

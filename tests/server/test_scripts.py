@@ -99,6 +99,20 @@ def test_the_pages_api_and_mcp_speak_a_script(app_server, expected):
         client.predict(SCRIPT, "../../etc/passwd=female", **fixed, api_name="/script")
     with pytest.raises(Exception, match="line 2: no voice for speaker 'Zed'"):
         client.predict("alloy: Hi.\nZed: Yo.", "", **fixed, api_name="/script")
+    with pytest.raises(Exception, match=r"speakers, line 1 \('echo'\): write NAME=VOICE"):
+        client.predict(SCRIPT, "echo", **fixed, api_name="/script")
+
+
+def test_the_speakers_table_gains_each_new_name_once():
+    """The page fills the speakers' table with the names the script uses, each once, keeping
+    the visitor's lines (the same NAME=VOICE reading as the command line's --speaker)."""
+    from omnivoice_rt.server.page.script import named_speakers
+
+    text = "Ann: Hi.\nBob: Yo.\nMaría: Hola."
+    table = named_speakers(text, "Bob=female\n")
+    assert table == "Bob=female\nAnn=\nMaría="
+    assert named_speakers(text, table) == table  # typing on adds nothing twice
+    assert named_speakers("Ann: Hi.\nBob:", table) == table  # a script half written
 
 
 def test_mcp_has_a_script_tool(keyless_server):

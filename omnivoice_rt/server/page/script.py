@@ -80,24 +80,9 @@ def named_speakers(text: str, speakers: str) -> str:
         names = script.speakers_of(script.parse(text or "", named_lines=True))
     except ValueError:
         return speakers  # the script is being written: its error comes when it is spoken
-    given = dict(speaker_lines(speakers, strict=False))
-    added = [f"{name}=" for name in names if name not in given]
-    return "\n".join([*(line for line in (speakers or "").splitlines() if line.strip()), *added])
-
-
-def speaker_lines(table: str, strict: bool = True) -> list[tuple[str, str]]:
-    """The speakers' table's ``NAME=VOICE`` lines; a line with no voice is the library's voice
-    of that name; with ``strict``, a line that is not NAME=VOICE is refused."""
-    pairs = []
-    for number, line in enumerate((table or "").splitlines(), 1):
-        if not line.strip():
-            continue
-        name, equals, voice = line.partition("=")
-        if not equals and strict:
-            raise ValueError(f"speakers, line {number}: write NAME=VOICE, such as Ann=female")
-        if voice.strip():
-            pairs.append((name.strip(), voice.strip()))
-    return pairs
+    lines = [line for line in (speakers or "").splitlines() if line.strip()]
+    listed = {line.partition("=")[0].strip() for line in lines}  # "Ann=" too: Ann is listed
+    return "\n".join([*lines, *(f"{name}=" for name in names if name not in listed)])
 
 
 class ScriptHandlers:
@@ -109,7 +94,9 @@ class ScriptHandlers:
         precision, pause = fields.pop("precision") or self.default, fields.pop("turn_pause")
         with as_messages():
             words = page_flag(fields.pop("words", False) or False, "words")
-            speakers = dialogue.library_speakers(self.library, dict(speaker_lines(table)))
+            speakers = dialogue.library_speakers(
+                self.library, dialogue.given_voices((table or "").splitlines(), "speakers, line")
+            )
             turns = script.parse(text, named_lines=True)
         # the voice below and the settings, checked as a request of the first turn
         fields.update(text=turns[0].text, duration=None)  # each turn's length is its own
