@@ -356,7 +356,8 @@ class Request:
         if script.has_tags(text):
             raise OptionError(
                 "text",
-                "the text has [voice:NAME] tags, which make it a dialogue script: speak it as "
+                "the text has [voice:NAME] tags (or SSML <voice name> elements), which make it "
+                "a dialogue script: speak it as "
                 "one (the library's generate(text, speakers=...), synthesize --script, the "
                 "page's Script tab, the OpenAI door and Wyoming with script: true)",
             )

@@ -15,6 +15,12 @@ their marks, digits, spaces, ``.``, ``_``, ``'`` or ``-`` ("María", "小明", "
 "Dr. Watson"), never a path or markup. A turn's text keeps its own markup (``[pause:1s]``, the
 model's non-verbal tags); each turn is a request of its own (:mod:`omnivoice_rt.dialogue`).
 
+- An SSML document (:mod:`omnivoice_rt.text.markup`) with ``<voice name="NAME">`` elements:
+  each is NAME's turn, an SSML document of its own (the elements around it reopened, so a
+  ``<prosody>`` or ``<p>`` around several voices holds in each); the document's text outside
+  every ``<voice>`` is the default voice's. Such a document is always a script; its lines are
+  not read for ``Name:``, nor its text for ``[voice:NAME]`` tags (refused: use ``<voice>``).
+
 Refused before anything runs, as a :class:`ScriptError` naming the line and what to write: a
 named turn with no text, a ``[voice:...]`` tag whose name is not a name, more than
 ``MAX_SPEAKERS`` speakers, a script with nothing to say or longer than ``MAX_SCRIPT_CHARS``.
@@ -25,13 +31,21 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from xml.parsers import expat
+from xml.sax.saxutils import escape, quoteattr
 
 from omnivoice_rt.limits import MAX_SCRIPT_CHARS, MAX_SPEAKER_CHARS, MAX_SPEAKERS
+from omnivoice_rt.text.markup import MAX_DEPTH, MAX_ELEMENTS, is_ssml
 
 VOICE_TAG = re.compile(r"\[voice:([^\]\n]*)\]", re.IGNORECASE)
 # "Name:" or "Name：" at a line's start: the name's candidate, checked by ``is_name``
 NAMED_LINE = re.compile(rf"[ \t]*([^:：\n]{{1,{MAX_SPEAKER_CHARS}}})[:：][ \t]*(.*)")
+SSML_VOICE = re.compile(r"<voice[\s/>]", re.IGNORECASE)  # an SSML document's <voice> element
 NAME_PUNCTUATION = " ._'-"
+NAME_RULE = (
+    f"a name is 1 to {MAX_SPEAKER_CHARS} letters, digits, spaces, '.', '_', \"'\" or '-', a "
+    "letter first"
+)
 
 
 class ScriptError(ValueError):
@@ -67,7 +81,10 @@ def named(line: str) -> tuple[str, str] | None:
 
 
 def has_tags(text: str) -> bool:
-    """Whether ``text`` is a script whatever the request says: it has a ``[voice:...]`` tag."""
+    """Whether ``text`` is a script whatever the request says: it has a ``[voice:...]`` tag,
+    or it is an SSML document with a ``<voice>`` element."""
+    if is_ssml(text):
+        return SSML_VOICE.search(text) is not None
     return VOICE_TAG.search(text) is not None
 
 
@@ -80,6 +97,8 @@ def parse(text: str, named_lines: bool = False, limit: int = MAX_SCRIPT_CHARS) -
             f"the script has {len(text):,} characters; the limit is {limit:,} here: split it "
             "into parts"
         )
+    if is_ssml(text):
+        return _checked(_Voices().parse(text))
     turns: list[Turn] = []
     speaker, lines, start = None, [], 1
     every = text.splitlines()
@@ -118,9 +137,8 @@ def _tagged(line: str, number: int) -> list:
         name = tag.group(1).strip()
         if not is_name(name):
             raise ScriptError(
-                f"line {number}: [voice:{tag.group(1)[:40]}] names no speaker; a name is 1 to "
-                f"{MAX_SPEAKER_CHARS} letters, digits, spaces, '.', '_', \"'\" or '-', a letter "
-                "first, such as [voice:Ann]"
+                f"line {number}: [voice:{tag.group(1)[:40]}] names no speaker; {NAME_RULE}, "
+                "such as [voice:Ann]"
             )
         parts += [line[at : tag.start()], Turn(name, "", number)]
         at = tag.end()
@@ -150,3 +168,101 @@ def _checked(turns: list[Turn]) -> list[Turn]:
 def speakers_of(turns: list[Turn]) -> list[str]:
     """The named speakers of ``turns``, in the order they first speak."""
     return list(dict.fromkeys(turn.speaker for turn in turns if turn.speaker))
+
+
+class _Voices:
+    """An SSML document's turns: split at its ``<voice name>`` elements, each turn an SSML
+    document of its own (the elements open around it reopened before it and closed after it).
+    Read by expat as ``markup`` reads SSML: no DOCTYPE, no entities, bounded in size; the
+    turns' own elements are checked when each turn is read as a request."""
+
+    def __init__(self):
+        self.turns: list[Turn] = []
+        self.open: list[tuple[str, dict]] = []  # the elements open: (name, attributes)
+        self.body: list[str] = []  # the current turn's document since its start
+        self.head, self.line, self.said, self.elements = "", 1, False, 0
+        self.parser = parser = expat.ParserCreate()
+        parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
+        parser.StartDoctypeDeclHandler = parser.EntityDeclHandler = self.doctype
+        parser.StartElementHandler, parser.EndElementHandler = self.start, self.end
+        parser.CharacterDataHandler = self.characters
+
+    def parse(self, text: str) -> list[Turn]:
+        try:
+            self.parser.Parse(text, True)
+        except expat.ExpatError as exc:
+            raise ScriptError(
+                f"the SSML is not well formed at line {exc.lineno}, column {exc.offset + 1}: "
+                f"{expat.ErrorString(exc.code)}. Close every tag, and write &amp; for &"
+            ) from None
+        self.turn_ends()
+        return self.turns
+
+    def refuse(self, message: str) -> ScriptError:
+        return ScriptError(f"SSML at line {self.parser.CurrentLineNumber}: {message}")
+
+    def doctype(self, *_args):
+        raise self.refuse("a document may not declare a DOCTYPE or entities; leave them out")
+
+    @property
+    def speaker(self) -> str | None:
+        """The innermost ``<voice>``'s name, None outside every ``<voice>``."""
+        return next((a["name"] for n, a in reversed(self.open) if n == "voice"), None)
+
+    def turn_ends(self) -> None:
+        """The current turn, where it says something, closed; the next begins here."""
+        if self.said:
+            tail = "".join(f"</{n}>" for n, _ in reversed(self.open) if n != "voice")
+            document = " ".join(f"{self.head}{''.join(self.body)}{tail}".split())
+            self.turns.append(Turn(self.speaker, document, self.line))
+        self.head = "".join(_tag(n, a) for n, a in self.open if n != "voice")
+        self.body, self.said, self.line = [], False, self.parser.CurrentLineNumber
+
+    def start(self, name: str, attributes: dict) -> None:
+        self.elements += 1
+        if self.elements > MAX_ELEMENTS or len(self.open) >= MAX_DEPTH:
+            raise self.refuse(
+                f"the document is too large (at most {MAX_ELEMENTS} elements, {MAX_DEPTH} deep)"
+            )
+        if name != "voice":
+            self.open.append((name, attributes))
+            self.body.append(_tag(name, attributes))
+            if name == "sub" and any(c.isalnum() for c in attributes.get("alias", "")):
+                self.said, self.line = (
+                    True,
+                    self.line if self.said else self.parser.CurrentLineNumber,
+                )
+            return
+        speaker = attributes.get("name", "").strip()
+        if set(attributes) - {"name"} or not is_name(speaker):
+            raise self.refuse(
+                f'<voice> takes a speaker\'s name alone, such as <voice name="Ann">; {NAME_RULE}'
+                " (each name's voice comes from the speakers' table or the library)"
+            )
+        self.turn_ends()
+        self.open.append((name, {"name": speaker}))
+        self.turn_ends()  # the turn's head: the elements open around this <voice>
+
+    def end(self, name: str) -> None:
+        if name == "voice":
+            self.turn_ends()
+            self.open.pop()
+            self.turn_ends()
+            return
+        self.open.pop()
+        self.body.append(f"</{name}>")
+
+    def characters(self, data: str) -> None:
+        if VOICE_TAG.search(data):
+            raise self.refuse(
+                f"{VOICE_TAG.search(data).group(0)[:40]} inside SSML: write "
+                '<voice name="NAME">...</voice> around the turn instead'
+            )
+        self.body.append(escape(data))
+        first = next((at for at, c in enumerate(data) if c.isalnum()), None)
+        if first is not None and not self.said and self.open[-1][0] != "sub":
+            self.said, self.line = True, self.parser.CurrentLineNumber + data.count("\n", 0, first)
+
+
+def _tag(name: str, attributes: dict) -> str:
+    return f"<{name}{''.join(f' {k}={quoteattr(v)}' for k, v in attributes.items())}>"

@@ -65,6 +65,55 @@ def test_voice_tags_are_always_a_script_and_keep_a_turns_own_markup():
         Request(text="Hello [voice:Ann] there.")
 
 
+def test_ssml_voice_elements_are_turns_each_a_document_of_its_own():
+    """SSML's ``<voice name>``: a turn each, the elements around it reopened in its document,
+    read as SSML by the turn's request; the text outside every ``<voice>`` the default's."""
+    from omnivoice_rt.text import markup
+    from omnivoice_rt.text.markup import Segment, Silence
+
+    doc = (
+        '<speak xml:lang="en"><p>Welcome.\n<voice name="Ann">Hello <break time="1s"/> you.'
+        '</voice>\n<voice name="María"><prosody rate="slow">Hola, <sub alias="Doctor">Dr.</sub>'
+        ' &amp; co.</prosody></voice></p>\nAnn: stays text.<voice name="Ann"> </voice></speak>'
+    )
+    assert script.has_tags(doc) and not script.has_tags("<speak>Ann: hi [voice]</speak>")
+    turns = script.parse(doc, named_lines=True)
+    assert [(t.speaker, t.line) for t in turns] == [(None, 1), ("Ann", 2), ("María", 3), (None, 4)]
+    assert turns[1].text == (
+        '<speak xml:lang="en"><p>Hello <break time="1s"></break> you.</p></speak>'
+    )
+    assert markup.parse(turns[1].text) == [
+        Segment("Hello", "en"),
+        Silence(1.0),
+        Segment("you.", "en"),
+    ]
+    assert [p.text for p in markup.parse(turns[2].text)] == ["Hola,", "Doctor", "& co."]
+    assert {p.rate for p in markup.parse(turns[2].text)} == {0.75}  # the <prosody> around it
+    assert markup.parse(turns[3].text) == [Segment("Ann: stays text.", "en")]
+    with pytest.raises(OptionError, match="SSML <voice name> elements"):
+        Request(text=doc)
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ('<speak><voice name="../x">Hi.</voice></speak>', "line 1: <voice> takes a speaker"),
+        ('<speak><voice gender="f" name="A">Hi.</voice></speak>', "takes a speaker's name alone"),
+        ('<speak>\n<voice name="A">Hi.</speak>', "not well formed at line 2"),
+        ('<speak><voice name="A">[voice:B] Hi.</voice></speak>', r"\[voice:B\] inside SSML"),
+        ('<!DOCTYPE x [<!ENTITY a "b">]><speak><voice name="A">&a;</voice></speak>', "DOCTYPE"),
+        ('<speak><voice name="A"> <break time="1s"/> </voice></speak>', "nothing to say"),
+        (
+            "<speak>" + "".join(f'<voice name="S{n}">hi.</voice>' for n in range(17)) + "</speak>",
+            "'S16' is speaker 17",
+        ),
+    ],
+)
+def test_an_ssml_script_that_cannot_be_spoken_names_the_line_and_the_fix(text, words):
+    with pytest.raises(ScriptError, match=words):
+        script.parse(text)
+
+
 @pytest.mark.parametrize(
     "text, words",
     [

@@ -53,6 +53,11 @@ def test_voice_tags_make_a_script_and_name_lines_need_asking(app_server, int4_vo
     tagged = speech(app_server, input="[voice:echo] Hi. [voice:alloy] Hello.", captions=True)
     assert tagged.status_code == 200, tagged.text
     assert [c["speaker"] for c in tagged.json()["captions"]] == ["echo", "alloy"]
+    ssml = '<speak><voice name="echo">Hi.</voice> <voice name="alloy">Hello.</voice></speak>'
+    same = speech(app_server, input=ssml, captions=True)  # SSML's <voice>: no flag either
+    assert same.status_code == 200, same.text
+    assert same.json()["audio"] == tagged.json()["audio"]
+    assert same.json()["captions"] == tagged.json()["captions"]
     plain = speech(app_server, input="Note: the gate closes.", captions=True).json()
     assert [c.get("speaker") for c in plain["captions"]] == [None]
     assert plain["captions"][0]["written"] == "Note: the gate closes."
@@ -64,6 +69,8 @@ def test_voice_tags_make_a_script_and_name_lines_need_asking(app_server, int4_vo
         ({"input": "alloy: Hi.\nZed: Hello."}, "line 2: no voice for speaker 'Zed'"),
         ({"input": "alloy: Hi.\necho:\n\nalloy: Bye."}, "line 2: 'echo' has no text"),
         ({"input": "Hi [voice:../x] there"}, r"line 1: [voice:../x] names no speaker"),
+        ({"input": '<speak><voice name="Zed">Hi.</voice></speak>'}, "no voice for speaker 'Zed'"),
+        ({"input": '<speak><voice name="a/b">Hi.</voice></speak>'}, "takes a speaker's name"),
         ({"input": "alloy: Hi.", "turn_pause": 60}, "turn_pause must be 0 to 5"),
         ({"input": "alloy: Hi.", "turn_pause": "long"}, "turn_pause must be 0 to 5"),
         ({"input": "alloy: Hi.", "turn_pause": 10**400}, "turn_pause must be 0 to 5"),
