@@ -10,7 +10,10 @@ the server's one line with the other doors, under the same limits, preset and de
 - streamed text (``synthesize-start``, ``synthesize-chunk``..., ``synthesize-stop``): each sentence
   is spoken as soon as it is complete, the later ones in the first one's voice (each as long as
   it would be alone, not at the first one's pace); then
-  ``synthesize-stopped``. The ``synthesize`` sent inside a stream (for older servers) is ignored;
+  ``synthesize-stopped``. A stream is a dialogue script where its start's data says
+  ``"script": true`` ("Name:" lines) or its text has ``[voice:NAME]`` tags: each sentence in
+  its speaker's voice (the library's of that name), each speaker one voice across the stream,
+  a pause before a new turn. The ``synthesize`` sent inside a stream (for older servers) is ignored;
 - bad input: an ``error`` event with a code and the runtime's one-line message; the connection
   stays usable (except after a frame that cannot be read: then it is closed). A client that goes
   away stops its synthesis at the next step and frees the line;
@@ -34,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from urllib.parse import urlparse
 
+import numpy as np
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.error import Error
 from wyoming.event import Event
@@ -50,8 +54,10 @@ from wyoming.tts import (
 
 from omnivoice_rt import __version__, dialogue
 from omnivoice_rt.audio.formats import pcm16
+from omnivoice_rt.dialogue import TURN_PAUSE_S
 from omnivoice_rt.errors import ArtifactError, Busy, Cancelled, Stopping, SynthesisError
 from omnivoice_rt.limits import (
+    MAX_SPEAKERS,
     MAX_TEXT_CHARS,
     MAX_WYOMING_CONNECTIONS,
     SEND_TIMEOUT_S,
@@ -70,11 +76,12 @@ from omnivoice_rt.server.clients import client_key
 from omnivoice_rt.server.connections import closed_connection, refused_connection
 from omnivoice_rt.server.serving import Service, closed, resolve_seed
 from omnivoice_rt.server.turns import Listener
+from omnivoice_rt.speakers import merged_voices
 from omnivoice_rt.text.chunks import complete_sentences
 from omnivoice_rt.text.durations import estimate_frames
 from omnivoice_rt.text.languages import LANG_IDS, TAG_ALIASES, resolve_language
 from omnivoice_rt.text.markup import pause_seconds
-from omnivoice_rt.text.script import has_tags
+from omnivoice_rt.text.script import ScriptError, TurnReader, has_tags
 from omnivoice_rt.voice_prompt import VoicePrompt
 from omnivoice_rt.voices import VoiceLibrary
 
@@ -385,7 +392,16 @@ class Connection(AsyncEventHandler):
         elif SynthesizeStart.is_type(event.type):
             self.stream = None  # a start inside a stream begins a new one
             voice, options = self.voice(data), options_of(data)
-            self.stream = {"voice": voice, "options": options, "text": "", "said": 0}
+            self.stream = {
+                "voices": {None: voice},  # each speaker's, a voice kept from its first sentence
+                "options": options,
+                "reader": TurnReader(named_lines=data.get("script") is True),
+                "speaker": None,  # whose turn it is
+                "text": "",  # the turn's text not yet spoken
+                "said": 0,
+                "pause": 0.0,  # silence before the next sentence: a turn's, but the first's
+                "said_any": False,
+            }
         elif SynthesizeChunk.is_type(event.type):
             stream = self.streaming("synthesize-chunk")
             text = data.get("text")
@@ -399,13 +415,10 @@ class Connection(AsyncEventHandler):
                     f"The streamed text is over {MAX_TEXT_CHARS} characters; the stream is "
                     "dropped. Send shorter answers.",
                 )
-            sentences, stream["text"] = complete_sentences(stream["text"] + text)
-            for sentence in sentences:
-                await self.speak_streamed(stream, sentence)
+            await self.stream_text(stream, text)
         elif SynthesizeStop.is_type(event.type):
             stream = self.streaming("synthesize-stop")
-            if stream["text"].strip():
-                await self.speak_streamed(stream, stream["text"])
+            await self.stream_text(stream, "", end=True)
             self.stream = None
             await self.write_event(SynthesizeStopped().event())
         else:
@@ -440,28 +453,79 @@ class Connection(AsyncEventHandler):
 
     # ------------------------------------------------------------------ speech
 
+    async def stream_text(self, stream: dict, text: str, end: bool = False) -> None:
+        """A stream's text as it comes: each sentence spoken once it is complete, in the voice
+        of the speaker whose turn it is (a script's: "Name:" lines where the start said
+        ``script``, ``[voice:NAME]`` tags always; ``text.script.TurnReader``)."""
+        try:
+            parts = stream["reader"].feed(text, end)
+        except ScriptError as exc:
+            self.stream = None
+            raise WyomingError("bad-request", f"{exc}; the stream is dropped.") from None
+        for part in [*parts, None] if end else parts:
+            if part is not None and part.text:  # the turn's words
+                stream["text"] += part.text
+                sentences, stream["text"] = complete_sentences(stream["text"])
+            else:  # a turn begins, or the stream ends: the last turn's rest is said
+                sentences, stream["text"] = [stream["text"]], ""
+            for sentence in filter(str.strip, sentences):
+                await self.speak_streamed(stream, sentence)
+            if part is not None and not part.text:
+                self.turn_begins(stream, part)
+
+    def turn_begins(self, stream: dict, turn) -> None:
+        """A stream's speaker changes: the library's voice of that name, the stream's options
+        beneath it; a pause before its first sentence (but the stream's first)."""
+        voices = stream["voices"]
+        if turn.speaker not in voices:
+            try:
+                mine = self.door.library.options(turn.speaker)
+            except ValueError as exc:
+                self.stream = None
+                raise WyomingError(
+                    "unknown-voice",
+                    f"line {turn.line}: no voice for speaker {turn.speaker!r}: {exc} The stream "
+                    "is dropped.",
+                ) from None
+            if len(voices) > MAX_SPEAKERS:  # the default voice and MAX_SPEAKERS named
+                self.stream = None
+                raise WyomingError(
+                    "bad-request",
+                    f"line {turn.line}: {turn.speaker!r} is speaker {len(voices)}; a script has "
+                    f"at most {MAX_SPEAKERS} speakers. The stream is dropped.",
+                )
+            voices[turn.speaker] = merged_voices(voices[None], {turn.speaker: mine})[turn.speaker]
+        if turn.speaker != stream["speaker"] and stream["said_any"]:
+            stream["pause"] = TURN_PAUSE_S
+        stream["speaker"] = turn.speaker
+
     async def speak_streamed(self, stream: dict, sentence: str) -> None:
-        """One sentence of a stream; the first one's voice becomes the voice of the rest (when the
-        voice is not a reference's already), as a long text's pieces take the first's."""
-        # a stream's sentence is no script: its [voice:NAME] tags are refused by the request
-        first = await self.speak(sentence, stream["voice"], stream["options"], script=None)
-        if first is not None and "voice_prompt" not in stream["voice"]:
+        """One sentence of a stream, in its speaker's voice; a speaker's first sentence's voice
+        becomes the voice of its later ones (where the voice is not a reference's already), as
+        a long text's pieces take the first's."""
+        speaker = stream["speaker"]
+        voice, lead = stream["voices"][speaker], stream["pause"]
+        first = await self.speak(sentence, voice, stream["options"], script=None, lead=lead)
+        stream["said_any"], stream["pause"] = True, 0.0
+        if first is not None and "voice_prompt" not in voice:
             try:  # the first piece's codes, text and loudness, as the library keeps a voice
                 prompt = first.voice_prompt()
             except ValueError as exc:  # a first sentence too long to be a reference
                 logger.info("a Wyoming stream keeps no voice from its first sentence: %s", exc)
                 return
-            stream["voice"] = {
-                **stream["voice"],
+            stream["voices"][speaker] = {
+                **voice,
                 "voice_prompt": prompt,
                 "frame_rate": self.frame_rate,
             }
 
-    async def speak(self, text: str, voice: dict, options: dict, script: bool | None = False):
-        """audio-start, the audio as it is made, audio-stop; returns the first piece. A dialogue
-        script (``script``: "Name:" lines, or ``[voice:NAME]`` tags; None: never a script)
-        speaks each name in the library's voice of that name, ``voice`` the default speaker's,
-        a turn a piece."""
+    async def speak(
+        self, text: str, voice: dict, options: dict, script: bool | None = False, lead=0.0
+    ):
+        """audio-start, ``lead`` seconds of silence, the audio as it is made, audio-stop; returns
+        the first piece. A dialogue script (``script``: "Name:" lines, or ``[voice:NAME]`` tags;
+        None: never a script) speaks each name in the library's voice of that name, ``voice``
+        the default speaker's, a turn a piece."""
         reader = self.door.service.normalizer(self.stopped.is_set)
         if script or script is not None and has_tags(text):
             request = await self.in_thread(self.script, text, voice, options, script, reader)
@@ -486,7 +550,11 @@ class Connection(AsyncEventHandler):
                     await self.write_event(
                         AudioStart(rate=piece.sample_rate, width=2, channels=1).event()
                     )
-                samples, step = pcm16(piece.waveform).tobytes(), SAMPLES_PER_CHUNK * 2
+                waveform = piece.waveform
+                if lead:  # a turn's pause, before its first sentence
+                    silence = np.zeros(round(lead * piece.sample_rate), np.float32)
+                    waveform, lead = np.concatenate([silence, waveform]), 0.0
+                samples, step = pcm16(waveform).tobytes(), SAMPLES_PER_CHUNK * 2
                 for offset in range(0, len(samples), step):
                     chunk = AudioChunk(
                         rate=piece.sample_rate,

@@ -170,6 +170,62 @@ def speakers_of(turns: list[Turn]) -> list[str]:
     return list(dict.fromkeys(turn.speaker for turn in turns if turn.speaker))
 
 
+class TurnReader:
+    """A script arriving in pieces, as a Wyoming stream's chunks bring it: ``feed(text)``
+    returns what is sure so far, in order, as ``Turn`` parts: the text said by the speaker
+    whose turn it is, and a part with no text where a turn begins (the last one has ended).
+    ``feed("", end=True)`` gives the rest. Read as ``parse`` reads a whole text (``named_lines``
+    for "Name:" lines, ``[voice:NAME]`` tags always), holding back only what may yet become a
+    name or a tag; a tag naming no speaker is a ``ScriptError`` naming its line."""
+
+    def __init__(self, named_lines: bool = False):
+        self.named_lines, self.pending, self.line = named_lines, "", 1
+        self.speaker, self.line_start = None, True
+
+    def feed(self, text: str, end: bool = False) -> list[Turn]:
+        self.pending += text
+        parts = []
+        while self.pending and (part := self._next(end)) is not None:
+            parts.append(part)
+        return parts
+
+    def _next(self, end: bool) -> Turn | None:
+        text = self.pending
+        if self.line_start and self.named_lines:
+            line = text.partition("\n")[0]
+            if not (end or "\n" in text or ":" in line or "：" in line):
+                if len(line.lstrip(" \t")) <= MAX_SPEAKER_CHARS:
+                    return None  # it may yet be "Name:"
+            self.line_start = False
+            found = named(line)
+            if found is not None:
+                return self._begins(found[0], len(line) - len(found[1]))
+        stop = min((at for at in (text.find("\n"), text.find("[")) if at >= 0), default=len(text))
+        if stop == 0 and text[0] == "\n":
+            self.line, self.line_start, stop = self.line + 1, True, 1
+        elif stop == 0:
+            tag = VOICE_TAG.match(text)
+            if tag is not None:
+                _tagged(tag.group(0), self.line)  # a ScriptError where it names no speaker
+                return self._begins(tag.group(1).strip(), tag.end())
+            if not end and _may_be_tag(text):
+                return None
+            stop = 1  # a "[" of the text ("[laughter]", "[pause:1s]")
+        said, self.pending = text[:stop], text[stop:]
+        return Turn(self.speaker, said, self.line)
+
+    def _begins(self, speaker: str, length: int) -> Turn:
+        self.speaker, self.pending = speaker, self.pending[length:]
+        return Turn(speaker, "", self.line)
+
+
+def _may_be_tag(text: str) -> bool:
+    """Whether ``text``, which starts "[", may yet become a ``[voice:NAME]`` tag."""
+    head = text[: len("[voice:")].lower()
+    longest = len("[voice:]") + MAX_SPEAKER_CHARS + 8  # a name and spaces around it
+    return "[voice:".startswith(head) and "\n" not in text and len(text) <= longest
+
+
 class _Voices:
     """An SSML document's turns: split at its ``<voice name>`` elements, each turn an SSML
     document of its own (the elements open around it reopened before it and closed after it).

@@ -65,6 +65,34 @@ def test_voice_tags_are_always_a_script_and_keep_a_turns_own_markup():
         Request(text="Hello [voice:Ann] there.")
 
 
+@pytest.mark.parametrize("named_lines", [True, False])
+def test_a_script_read_as_it_arrives_gives_the_turns_of_the_whole(named_lines):
+    """``TurnReader`` (a Wyoming stream's chunks) cut at every place: its parts joined are
+    ``parse``'s turns of the whole text, a name or a tag cut in two included."""
+    text = (
+        "Before.\nAnn: Hello there. How\n are you? [laughter] [voice:Bob] Fine [pause:1s] "
+        "thanks.\n\nMaría：Hola.\nNote that: stays? [Voice: Ann ]no [voi\nce] [\n"
+    )
+    want = [(t.speaker, t.text) for t in script.parse(text, named_lines)]
+    for size in range(1, 12):
+        reader, parts = script.TurnReader(named_lines), []
+        for at in range(0, len(text), size):
+            parts += reader.feed(text[at : at + size])
+        parts += reader.feed("", end=True)
+        turns, speaker, said = [], None, ""
+        for part in [*parts, Turn(None, "", 0)]:
+            if part.text:
+                assert part.speaker == speaker
+                said += part.text
+                continue
+            if said.split():
+                turns.append((speaker, " ".join(said.split())))
+            speaker, said = part.speaker, ""
+        assert turns == want, size
+    with pytest.raises(ScriptError, match=r"line 2: \[voice:a/b\] names no speaker"):
+        script.TurnReader().feed("Hi.\nYo [voice:a/b] there")
+
+
 def test_ssml_voice_elements_are_turns_each_a_document_of_its_own():
     """SSML's ``<voice name>``: a turn each, the elements around it reopened in its document,
     read as SSML by the turn's request; the text outside every ``<voice>`` the default's."""

@@ -153,20 +153,69 @@ def test_a_script_speaks_each_name_in_the_librarys_voice_of_that_name(server, ru
     types, _ = speak(port, "alloy: Hi.\nZed: Hello.", 7, script=True)
     assert types == ["error"]
 
-    async def streamed():  # a stream's sentences are no script: a tag is one clear error
-        async with AsyncTcpClient("127.0.0.1", port) as client:
-            await client.write_event(SynthesizeStart().event())
-            await client.write_event(SynthesizeChunk("Hello there. ").event())
-            await client.write_event(SynthesizeChunk("[voice:alloy] Hi! ").event())
-            await client.write_event(SynthesizeStop().event())
-            events = []
-            while (event := await asyncio.wait_for(client.read_event(), 120)) is not None:
-                events.append(event)
-                if event.type in ("error", "synthesize-stopped"):
-                    return events
 
-    events = asyncio.run(streamed())
-    assert events[-1].type == "error" and "dialogue script" in events[-1].data["text"], events[-1]
+async def stream_events(port: int, start: dict, chunks: list[str]) -> list[Event]:
+    """A stream's events: its start's data, its chunks, its stop; every answer to the end."""
+    async with AsyncTcpClient("127.0.0.1", port) as client:
+        await client.write_event(Event("synthesize-start", start))
+        for chunk in chunks:
+            await client.write_event(SynthesizeChunk(chunk).event())
+        await client.write_event(SynthesizeStop().event())
+        events = []
+        while (event := await asyncio.wait_for(client.read_event(), 120)) is not None:
+            events.append(event)
+            if event.type in ("error", "synthesize-stopped"):
+                return events
+
+
+def audios(events: list[Event]) -> list[np.ndarray]:
+    """Each audio-start ... audio-stop's samples."""
+    said = []
+    for event in events:
+        if event.type == "audio-start":
+            said.append(b"")
+        elif event.type == "audio-chunk":
+            said[-1] += event.payload
+    return [np.frombuffer(audio, np.int16) for audio in said]
+
+
+def test_a_streamed_script_keeps_each_speakers_voice_across_the_stream(server, runtime):
+    """A stream with ``"script": true`` (or [voice:NAME] tags) speaks each sentence as it is
+    complete in its speaker's voice, names and tags cut anywhere between chunks; a turn's first
+    sentence after the stream's first has the turn's pause before it; a speaker's later
+    sentence takes its first one's voice, as a one-voice stream's do."""
+    _, port, _ = server
+    chunks = ["alloy: Good mor", "ning.\nec", "ho: Morning! [voi", "ce:alloy] Bye now."]
+    events = asyncio.run(stream_events(port, {"script": True, "seed": 7}, chunks))
+    assert [e.type for e in events].count("audio-start") == 3, [e.type for e in events]
+    assert events[-1].type == "synthesize-stopped"
+    first, second, third = audios(events)
+    alloy, echo = (dict(instruct=DESIGNED_VOICES[n]) for n in ("alloy", "echo"))
+    np.testing.assert_array_equal(first, expected(runtime, "Good morning.", 7, **alloy))
+    pause = round(0.4 * 24000)  # dialogue.TURN_PAUSE_S
+    assert not second[:pause].any()
+    np.testing.assert_array_equal(second[pause:], expected(runtime, "Morning!", 7, **echo))
+    alone = asyncio.run(  # alloy's stream alone: its second sentence in its first one's voice
+        stream_events(port, {"voice": {"name": "alloy"}, "seed": 7}, ["Good morning. Bye now."])
+    )
+    np.testing.assert_array_equal(third[pause:], audios(alone)[1])
+    assert not third[:pause].any()
+    plain = asyncio.run(stream_events(port, {"seed": 7}, ["Note: the gate closes."]))
+    assert len(audios(plain)) == 1 and plain[-1].type == "synthesize-stopped"  # no script
+
+
+@pytest.mark.parametrize(
+    "start, chunks, code, words",
+    [
+        ({"script": True}, ["alloy: Hi.\nZe", "d: Hello."], "unknown-voice", "line 2: no voice "),
+        ({}, ["Hi. [voice:../", "x] Hello."], "bad-request", "[voice:../x] names no speaker"),
+    ],
+)
+def test_a_streamed_script_with_an_unknown_speaker_is_dropped(server, start, chunks, code, words):
+    _, port, _ = server
+    events = asyncio.run(stream_events(port, start, chunks))
+    assert events[-1].type == "error" and events[-1].data["code"] == code, events[-1]
+    assert words in events[-1].data["text"], events[-1].data
 
 
 def test_an_events_sample_rate_is_the_audios(server, runtime):
