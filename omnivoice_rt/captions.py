@@ -121,16 +121,8 @@ def write_words(captions: list[Caption], words: list, kind: str) -> str:
             for n, w in enumerate(placed, 1)
         )
     if kind == "vtt":
-        from omnivoice_rt.align import words_of  # a caption's words, as they were aligned
-
-        counts = [len(words_of(c.shown)) for c in captions]
-        if sum(counts) != len(words):
-            raise CaptionError(
-                f"{len(words)} words for captions of {sum(counts)}: the words of another result"
-            )
-        cues, left = [], iter(words)
-        for n, (c, count) in enumerate(zip(captions, counts, strict=True), 1):
-            own = [next(left) for _ in range(count)]
+        cues, split = [], words_by_caption(captions, words)
+        for n, (c, own) in enumerate(zip(captions, split, strict=True), 1):
             text = " ".join(
                 (f"<{_seconds(w.start, '.')}>" if w.start is not None else "") + _vtt_text(w.word)
                 for w in own
@@ -141,6 +133,21 @@ def write_words(captions: list[Caption], words: list, kind: str) -> str:
             )
         return "WEBVTT\n\n" + "".join(cues)
     raise CaptionError(f"unknown caption format {kind!r}; use one of {', '.join(FORMATS)}")
+
+
+def words_by_caption(captions: list[Caption], words: list) -> list[list]:
+    """A result's words (``align.speech_words``) split back into its captions: each caption's
+    own, as they were aligned (``align.words_of`` its shown text); ``CaptionError`` where they
+    are not this result's words."""
+    from omnivoice_rt.align import words_of
+
+    counts = [len(words_of(c.shown)) for c in captions]
+    if sum(counts) != len(words):
+        raise CaptionError(
+            f"{len(words)} words for captions of {sum(counts)}: the words of another result"
+        )
+    left = iter(words)
+    return [[next(left) for _ in range(count)] for count in counts]
 
 
 def _seconds(seconds: float, separator: str) -> str:

@@ -407,14 +407,10 @@ def caption_lines(placed: list[captions.Caption], words: list | None = None) -> 
     end, who says it (a script's or a dub's speaker) and its text (Markdown's characters
     escaped); with its ``words``, each word a span holding its start and end, which the page
     highlights as the player reaches it (``HIGHLIGHT``)."""
-    from omnivoice_rt.align import words_of
-
-    left = iter(words or [])
+    own = captions.words_by_caption(placed, words) if words is not None else [None] * len(placed)
     lines = []
-    for c in placed:
-        said = escaped(c.shown)
-        if words is not None:
-            said = " ".join(word_span(next(left)) for _ in words_of(c.shown))
+    for c, mine in zip(placed, own, strict=True):
+        said = escaped(c.shown) if mine is None else " ".join(map(word_span, mine))
         speaker = escaped(f"{c.speaker}: ") if c.speaker else ""
         lines.append(f"`{clock(c.start)}-{clock(c.end)}` {speaker}{said}  ")
     return "\n".join(lines)
