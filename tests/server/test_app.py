@@ -230,6 +230,22 @@ def test_the_api_dubs_a_subtitle_file_as_the_library_does(client, cpu_artifacts,
     assert [c.content for c in cues] == ["Good evening.", "Here are 2 stories."]  # as written
     assert json.loads(Path(report).read_text())["cues"] == expected.report["cues"]
     assert "`0:00.50-" in lines and "`0:02.50-" in lines and "Here are 2 stories" in lines
+    # words=True: each cue's words placed within the window it was placed at (WebVTT)
+    _, _, placed, _, lines = client.predict(
+        handle_file(str(film)), "English", "female", "", "int4", **settings, words=True,
+        api_name="/dub",
+    )  # fmt: skip
+    webvtt = pytest.importorskip("webvtt", reason="webvtt-py (dev extra)")
+    cues = list(webvtt.read(placed))
+    assert [re.sub(r"<[^>]+>", "", c.raw_text).split() for c in cues] == [
+        ["Good", "evening."],
+        ["Here", "are", "2", "stories."],
+    ]
+    for cue in cues:  # webvtt-py's start_in_seconds is whole seconds: the clock's own text
+        start, end = (float(clock.rpartition(":")[2]) for clock in (cue.start, cue.end))
+        found = [float(t) for t in re.findall(r"<00:00:([\d.]+)>", cue.raw_text)]
+        assert found and all(start <= t < end for t in found), (start, end, cue.raw_text)
+    assert lines.count('<span class="word"') == 6
 
     film.write_text(
         "1\n00:00:00,500 --> 00:00:02,000\nalloy: Good evening.\n\n"

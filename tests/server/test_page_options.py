@@ -29,7 +29,7 @@ TODAY = {
     "instruct voice guidance postprocess sample_rate words",
     "dub": "subtitles_file language instruct voice precision num_step guidance_scale speed seed "
     "randomize_seed denoise postprocess_output preset normalize_text max_speed speakers "
-    "sample_rate",
+    "sample_rate words",
     "script": "text speaker_voices voice language instruct precision num_step guidance_scale "
     "speed seed randomize_seed denoise postprocess_output preset normalize_text turn_pause "
     "sample_rate words",

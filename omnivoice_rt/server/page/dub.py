@@ -9,6 +9,7 @@ import time
 import gradio as gr
 
 from omnivoice_rt import dubbing
+from omnivoice_rt.align import speech_words
 from omnivoice_rt.audio.formats import pcm16
 from omnivoice_rt.limits import DUB_MAX_SPEED, MAX_SPEED
 from omnivoice_rt.request import door_request
@@ -105,6 +106,7 @@ class DubHandlers:
         options["voice_prompt"] = request.voice_prompt
         with as_messages():
             flag = page_flag(speakers, "speakers")
+            words = page_flag(fields.pop("words", False) or False, "words")
             names = {e.name: self.library.options(e.name) for e in self.library.entries()}
         gone = abandoned()
         request_of = functools.partial(door_request, normalizer=self.service.normalizer(gone))
@@ -118,6 +120,12 @@ class DubHandlers:
             dubbed = dubbing.dub(
                 model, cues, options, names if flag else None, max_speed, request_of, told, gone
             )
+        placed = None
+        if words:  # each cue's words in the samples it was placed at
+            with as_messages():
+                placed = speech_words(
+                    dubbed.waveform, dubbed.sample_rate, dubbed.captions, request.language
+                )
         line = (
             f"{len(dubbed.captions)} cues in {dubbed.seconds:.2f} s of track, made in "
             f"{time.perf_counter() - started:.1f} s, {precision}, seed {request.seed}"
@@ -125,9 +133,9 @@ class DubHandlers:
         return (
             (dubbed.sample_rate, pcm16(dubbed.waveform)),
             line,
-            captions_file(dubbed.captions),
+            captions_file(dubbed.captions, placed),
             report_file(dubbed.report),
-            caption_lines(dubbed.captions),
+            caption_lines(dubbed.captions, placed),
         )
 
 

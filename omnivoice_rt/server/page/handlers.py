@@ -99,8 +99,9 @@ SUMMARIES = {
         "Dub a subtitle file: each cue spoken in its window and placed at its start time, in one "
         "track as long as the last cue.",
         "The track as a wav file (24 kHz, or sample_rate), one line saying what was made (and any warnings), its "
-        "captions where each cue was placed (an SRT file), the dub's report (a JSON file: each "
-        "cue's window, duration, speed and placing), and the captions as lines of text.",
+        "captions where each cue was placed (an SRT file; with words, WebVTT with each word's "
+        "timestamp tag), the dub's report (a JSON file: each cue's window, duration, speed and "
+        "placing), and the captions as lines of text.",
     ),
     "script": (
         "Speak a dialogue script turn by turn, each speaker in its voice (a voice of the "

@@ -82,6 +82,7 @@ ENDPOINTS = {
         "max_speed",
         "speakers",
         "sample_rate",
+        "words",
     ),
     # a script has no duration either: each turn's is its own
     "script": (
