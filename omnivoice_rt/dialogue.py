@@ -76,12 +76,7 @@ def prepare(
     found, before any model runs; at most ``limit`` characters (a server's doors hold a whole
     answer's audio: they pass a text's limit, ``MAX_TEXT_CHARS``); ``ScriptError`` naming the line where one is not (an
     ``OptionError`` naming the option, where it is one)."""
-    is_number = isinstance(turn_pause, (int, float)) and not isinstance(turn_pause, bool)
-    if not (is_number and 0 <= turn_pause <= MAX_TURN_PAUSE_S):  # NaN fails too
-        raise OptionError(
-            "turn_pause",
-            f"turn_pause must be 0 to {MAX_TURN_PAUSE_S:g} seconds, got {str(turn_pause)[:20]}",
-        )
+    turn_pause = checked_turn_pause(turn_pause)
     options = dict(options or {})
     rate = options.pop("sample_rate", None)  # the whole track is resampled, once
     OPTIONS["sample_rate"].check("sample_rate", rate)
@@ -94,7 +89,18 @@ def prepare(
     used = {name: speakers[name] for name in script.speakers_of(turns)}  # the others unread
     voices = merged_voices(options, used)
     requests = [_request(turn, voices, request_of) for turn in turns]
-    return Script(text, turns, requests, voices, float(turn_pause), rate)
+    return Script(text, turns, requests, voices, turn_pause, rate)
+
+
+def checked_turn_pause(turn_pause) -> float:
+    """``turn_pause`` in seconds, 0 to ``MAX_TURN_PAUSE_S``; an ``OptionError`` naming it."""
+    is_number = isinstance(turn_pause, (int, float)) and not isinstance(turn_pause, bool)
+    if not (is_number and 0 <= turn_pause <= MAX_TURN_PAUSE_S):  # NaN fails too
+        raise OptionError(
+            "turn_pause",
+            f"turn_pause must be 0 to {MAX_TURN_PAUSE_S:g} seconds, got {str(turn_pause)[:20]}",
+        )
+    return float(turn_pause)
 
 
 def stream(voice, made: Script, should_stop=None, progress=None) -> Iterator[Speech]:

@@ -386,9 +386,9 @@ class Connection(AsyncEventHandler):
         elif Synthesize.is_type(event.type):
             if self.stream is not None:  # sent inside a stream for older servers: ignored
                 return
-            voice = self.voice(data)
+            voice, options = self.voice(data), options_of(data)
             script = data.get("script") is True  # "Name:" lines; [voice:NAME] tags always
-            await self.speak(text_of(data), voice, options_of(data), script)
+            await self.speak(text_of(data), voice, options, script)
         elif SynthesizeStart.is_type(event.type):
             self.stream = None  # a start inside a stream begins a new one
             voice, options = self.voice(data), options_of(data)
@@ -399,6 +399,7 @@ class Connection(AsyncEventHandler):
                 "speaker": None,  # whose turn it is
                 "text": "",  # the turn's text not yet spoken
                 "said": 0,
+                "turn_pause": options.pop("turn_pause", TURN_PAUSE_S),
                 "pause": 0.0,  # silence before the next sentence: a turn's, but the first's
                 "said_any": False,
             }
@@ -496,7 +497,7 @@ class Connection(AsyncEventHandler):
                 )
             voices[turn.speaker] = merged_voices(voices[None], {turn.speaker: mine})[turn.speaker]
         if turn.speaker != stream["speaker"] and stream["said_any"]:
-            stream["pause"] = TURN_PAUSE_S
+            stream["pause"] = stream["turn_pause"]
         stream["speaker"] = turn.speaker
 
     async def speak_streamed(self, stream: dict, sentence: str) -> None:
@@ -530,7 +531,8 @@ class Connection(AsyncEventHandler):
         if script or script is not None and has_tags(text):
             request = await self.in_thread(self.script, text, voice, options, script, reader)
         else:
-            request = await self.in_thread(build_request, text, voice, options, reader)
+            alone = {k: v for k, v in options.items() if k != "turn_pause"}  # a script's alone
+            request = await self.in_thread(build_request, text, voice, alone, reader)
         service = self.door.service
         pieces = service.speak(
             service.models.default,
@@ -576,11 +578,14 @@ class Connection(AsyncEventHandler):
 
     def script(self, text: str, voice: dict, options: dict, named_lines: bool, reader):
         """The checked script (a ``ScriptError`` is a bad-request event naming its line)."""
+        options = dict(options)
+        pause = options.pop("turn_pause", TURN_PAUSE_S)
         return dialogue.prepare(
             text,
             {"normalize_text": DOOR_NORMALIZE_TEXT, **voice, **options},
             dialogue.library_speakers(self.door.library),
             named_lines,
+            pause,
             request_of=lambda turn: Request.from_options(turn, DOOR_PRESET, normalizer=reader),
             limit=MAX_TEXT_CHARS,
         )
@@ -630,6 +635,8 @@ def options_of(data: dict) -> dict:
     try:
         for name, value in options.items():
             OPTIONS[name].check(name, value)
+        if "turn_pause" in data:  # a script's (dialogue.TURN_PAUSE_S where it is not given)
+            options["turn_pause"] = dialogue.checked_turn_pause(data["turn_pause"])
     except OptionError as exc:
         raise WyomingError("bad-event", f"{exc}.") from None
     seed = options.get("seed")

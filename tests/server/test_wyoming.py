@@ -152,6 +152,11 @@ def test_a_script_speaks_each_name_in_the_librarys_voice_of_that_name(server, ru
     np.testing.assert_array_equal(tagged, audio)
     types, _ = speak(port, "alloy: Hi.\nZed: Hello.", 7, script=True)
     assert types == ["error"]
+    _, paused = speak(port, text, 7, script=True, num_step=4, turn_pause=1.5)
+    made = expected_dialogue(runtime, text, 7, num_step=4, normalize_text=True, turn_pause=1.5)
+    np.testing.assert_array_equal(paused, pcm16(made.waveform))
+    _, plain = speak(port, "Good morning.", 7, num_step=4, turn_pause=1.5)  # no script: unused
+    assert len(plain) > 0
 
 
 async def stream_events(port: int, start: dict, chunks: list[str]) -> list[Event]:
@@ -200,6 +205,11 @@ def test_a_streamed_script_keeps_each_speakers_voice_across_the_stream(server, r
     )
     np.testing.assert_array_equal(third[pause:], audios(alone)[1])
     assert not third[:pause].any()
+    slow = asyncio.run(  # a turn_pause of its own
+        stream_events(port, {"script": True, "seed": 7, "turn_pause": 1.0}, chunks)
+    )
+    np.testing.assert_array_equal(audios(slow)[1][24000:], second[pause:])
+    assert not audios(slow)[1][:24000].any()
     plain = asyncio.run(stream_events(port, {"seed": 7}, ["Note: the gate closes."]))
     assert len(audios(plain)) == 1 and plain[-1].type == "synthesize-stopped"  # no script
 
@@ -209,6 +219,7 @@ def test_a_streamed_script_keeps_each_speakers_voice_across_the_stream(server, r
     [
         ({"script": True}, ["alloy: Hi.\nZe", "d: Hello."], "unknown-voice", "line 2: no voice "),
         ({}, ["Hi. [voice:../", "x] Hello."], "bad-request", "[voice:../x] names no speaker"),
+        ({"turn_pause": 9}, ["alloy: Hi."], "bad-event", "turn_pause must be 0 to 5"),
     ],
 )
 def test_a_streamed_script_with_an_unknown_speaker_is_dropped(server, start, chunks, code, words):
