@@ -13,7 +13,8 @@ the server's one line with the other doors, under the same limits, preset and de
   ``synthesize-stopped``. A stream is a dialogue script where its start's data says
   ``"script": true`` ("Name:" lines) or its text has ``[voice:NAME]`` tags: each sentence in
   its speaker's voice (the library's of that name), each speaker one voice across the stream,
-  a pause before a new turn. The ``synthesize`` sent inside a stream (for older servers) is ignored;
+  a pause before each turn but the first. The ``synthesize`` sent inside a stream (for older
+  servers) is ignored;
 - bad input: an ``error`` event with a code and the runtime's one-line message; the connection
   stays usable (except after a frame that cannot be read: then it is closed). A client that goes
   away stops its synthesis at the next step and frees the line;
@@ -496,7 +497,7 @@ class Connection(AsyncEventHandler):
                     f"at most {MAX_SPEAKERS} speakers. The stream is dropped.",
                 )
             voices[turn.speaker] = merged_voices(voices[None], {turn.speaker: mine})[turn.speaker]
-        if turn.speaker != stream["speaker"] and stream["said_any"]:
+        if stream["said_any"]:  # every turn but the first, as dialogue.stream's
             stream["pause"] = stream["turn_pause"]
         stream["speaker"] = turn.speaker
 
