@@ -240,6 +240,7 @@ class _Voices:
         self.parser = parser = expat.ParserCreate()
         parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
         parser.StartDoctypeDeclHandler = parser.EntityDeclHandler = self.doctype
+        parser.ExternalEntityRefHandler = self.doctype
         parser.StartElementHandler, parser.EndElementHandler = self.start, self.end
         parser.CharacterDataHandler = self.characters
 

@@ -220,6 +220,54 @@ def test_hostile_ssml_is_refused_in_bounded_time_and_memory(tmp_path):
         parse(flood)
 
 
+LONG_TEXT = "This is one more sentence of a long text that holds the line a while. " * 40
+
+
+def hostile_scripts(folder: Path) -> list[tuple[str, str]]:
+    """Scripts made to hurt a parser, each with the words of its refusal: SSML voices behind a
+    DOCTYPE (a billion laughs, an external entity naming a server file), voices nested past the
+    limit, more speakers than a script takes, a flood of empty turns, a line of spaces that
+    makes a "Name:" pattern backtrack, and a flood of tags; all within a door's 10,000
+    characters, the last three ending with a speaker no library has."""
+    voice = '<voice name="alloy">{}</voice>'
+    return [
+        (BILLION_LAUGHS.replace("&l9;", voice.format("&l9;")), "may not declare a DOCTYPE"),
+        (
+            external_entity(secret_file(folder)).replace("&x;", voice.format("&x;")),
+            "may not declare a DOCTYPE",
+        ),
+        ("<speak>" + '<voice name="a">' * 40 + "Hi" + "</voice>" * 40 + "</speak>", "too large"),
+        (
+            "<speak>"
+            + "".join(voice.replace("alloy", f"S{n}").format("a.") for n in range(17))
+            + "</speak>",
+            "is speaker 17",
+        ),
+        ("alloy:\n" * 1_400, "line 1: 'alloy' has no text"),
+        (" " * 9_980 + "x\nZed: hi", "line 2: no voice for speaker 'Zed'"),
+        ("[voice:alloy]" * 700 + "[voice:Zed] hi", "line 1: no voice for speaker 'Zed'"),
+    ]
+
+
+def test_hostile_scripts_are_refused_in_bounded_time_and_memory(tmp_path):
+    """Each hostile script (``hostile_scripts``) is one line naming what to write, at once,
+    in little memory, with nothing of the server's file in it."""
+    from omnivoice_rt import dialogue
+    from omnivoice_rt.text.script import ScriptError
+    from omnivoice_rt.voices import VoiceLibrary
+
+    speakers = dialogue.library_speakers(VoiceLibrary())
+    for text, words in hostile_scripts(tmp_path):
+        tracemalloc.start()
+        started = time.perf_counter()
+        with pytest.raises(ScriptError) as caught:
+            dialogue.prepare(text, {}, speakers, named_lines=True, limit=10_000)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert time.perf_counter() - started < 1.0 and peak < 4 << 20, (text[:60], peak)
+        assert words in str(caught.value) and "secret" not in str(caught.value), caught.value
+
+
 # ----------------------------------------------------------------------------- through the server
 
 
@@ -417,3 +465,24 @@ def test_hostile_ssml_through_the_door_reads_no_server_file_and_stops_nothing(se
     assert "may not declare a DOCTYPE or entities" in messages[0] and messages[1] == messages[0]
     assert "1248 segments between its pauses and tags; the limit is 200" in messages[2]
     assert "too large (at most 2000 elements, 32 deep)" in messages[3]
+
+
+def test_hostile_scripts_through_the_door_are_refused_before_the_line(server, tmp_path):
+    """A script is read and every speaker found before its request takes a turn in the line:
+    each hostile script (``hostile_scripts``) sent as ``"script": true`` while another client's
+    long text is being made is a 400 naming the input, answered before that text is done."""
+    url, _ = server
+    body = {"model": "omnivoice", "voice": "alloy", "script": True}
+    post = f"{url}/v1/audio/speech"
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        long = pool.submit(
+            httpx.post, post, json={**body, "input": LONG_TEXT, "num_step": 16}, timeout=600
+        )
+        time.sleep(1.0)  # the long text holds the line
+        for text, words in hostile_scripts(tmp_path):
+            answer = httpx.post(post, json={**body, "input": text}, timeout=60)
+            error = answer.json()["error"]
+            assert answer.status_code == 400 and error["param"] == "input", (text[:40], error)
+            assert words in error["message"] and "secret" not in error["message"], error
+            assert not long.done(), "the long text ended first: the test proves nothing"
+        assert long.result().status_code == 200
