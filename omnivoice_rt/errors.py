@@ -7,6 +7,11 @@ class ArtifactError(ValueError):
     """An artifact folder is missing, incomplete, corrupt or of an unknown kind; the message says how to fix it."""
 
 
+class AlignError(ValueError):
+    """A recording or text that cannot be aligned (too long, too many words: align it in
+    parts); ``omnivoice_rt.align``'s."""
+
+
 class SynthesisError(RuntimeError):
     """ONNX Runtime failed on a request that passed every check; the log has its detail."""
 

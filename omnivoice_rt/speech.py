@@ -50,14 +50,14 @@ class Speech:
         rms = float(np.sqrt(np.mean(np.square(audio, dtype=np.float64)))) if audio.size else 0.1
         return VoicePrompt(np.asarray(codes, np.int64), self.texts[0], rms)
 
-    def align_words(self, language: str | None = None) -> list:
+    def align_words(self, language: str | None = None, model: str | None = None) -> list:
         """Every word of this result placed in its audio, piece by piece (``omnivoice_rt.align``:
-        the ``align`` extra, eSpeak NG), kept in :attr:`words` and returned: start and end in
-        seconds, None where a word was not found. ``language``: a code ('en'), else each
-        text's script chooses."""
+        the ``align`` extra, eSpeak NG, or ``model``, a CTC model's folder), kept in
+        :attr:`words` and returned: start and end in seconds, None where a word was not found.
+        ``language``: a code ('en'), else each text's script chooses."""
         from omnivoice_rt.align import speech_words
 
-        self.words = speech_words(self.waveform, self.sample_rate, self.captions, language)
+        self.words = speech_words(self.waveform, self.sample_rate, self.captions, language, model)
         return self.words
 
     @classmethod

@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # MatMulNBits in fp32 everywhere, the servers and commands the tests start too: only that gives
 # the same numbers whatever the batch shape (tests/runtime/test_matmul.py tries the other modes).
 os.environ.setdefault("OMNIVOICE_MATMUL", "fp32")
+# words aligned by eSpeak NG, the default, whatever the machine's environment names
+os.environ.pop("OMNIVOICE_ALIGN_MODEL", None)
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

@@ -19,12 +19,14 @@ p m"), so a word's time covers its reading. eSpeak NG is GPL-3.0: an optional ex
 from __future__ import annotations
 
 import logging
+import os
 import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
 
 from omnivoice_rt.align import dtw, features
+from omnivoice_rt.errors import AlignError  # raised here, and named as this package's
 from omnivoice_rt.limits import MAX_ALIGN_S, MAX_ALIGN_WORDS
 
 logger = logging.getLogger(__name__)
@@ -59,8 +61,18 @@ _SCRIPTS = {
 }
 
 
-class AlignError(ValueError):
-    """A recording or text that cannot be aligned (too long, too many words)."""
+ESPEAK = "espeak"  # the default aligner, which needs no download (the ``align`` extra)
+_configured: list[str] = []  # the process's aligner where a server's flag chose it
+
+
+def configure(source: str | None) -> None:
+    """The process's aligner: ``ESPEAK``, or a CTC model's folder or Hub repo (``ctc.py``);
+    None: ``OMNIVOICE_ALIGN_MODEL``, else ``ESPEAK``."""
+    _configured[:] = [source] if source else []
+
+
+def aligner_source() -> str:
+    return (_configured or [os.environ.get("OMNIVOICE_ALIGN_MODEL") or ESPEAK])[0]
 
 
 @dataclass
@@ -136,13 +148,16 @@ def voice_for(language: str | None, text: str, engine) -> str:
 
 
 def align(
-    waveform: np.ndarray, sample_rate: int, text: str, language: str | None = None
+    waveform: np.ndarray,
+    sample_rate: int,
+    text: str,
+    language: str | None = None,
+    model: str | None = None,
 ) -> list[Word]:
     """Each word of ``text`` (:func:`words_of`) placed in ``waveform``: start and end in seconds,
     None for a word that could not be placed. ``language``: a code ('en', 'zh'), else the
-    text's script decides eSpeak's voice."""
-    from omnivoice_rt.align import espeak  # the optional extra, loaded only when asked for
-
+    text's script decides eSpeak's voice. ``model``: the aligner (``ESPEAK``, or a CTC model's
+    folder or Hub repo); None: the process's (:func:`aligner_source`)."""
     waveform = _mono(waveform, sample_rate)
     seconds = waveform.size / sample_rate
     if seconds > MAX_ALIGN_S:
@@ -158,6 +173,14 @@ def align(
         )
     if not words:
         return []
+    source = model or aligner_source()
+    if source != ESPEAK:  # an acoustic model the user added
+        from omnivoice_rt.align import ctc
+
+        spans = ctc.loaded(str(source)).align(waveform, sample_rate, words)
+        return [Word(w, *(span or (None, None))) for w, span in zip(words, spans, strict=True)]
+    from omnivoice_rt.align import espeak  # the optional extra, loaded only when asked for
+
     engine = espeak.engine()
     voice = voice_for(language, text, engine)
     template = engine.speak(words, voice, joiner="" if all(map(_unspaced, words)) else " ")
@@ -192,11 +215,15 @@ def _mono(waveform, sample_rate) -> np.ndarray:
 
 
 def speech_words(
-    waveform: np.ndarray, sample_rate: int, captions, language: str | None = None
+    waveform: np.ndarray,
+    sample_rate: int,
+    captions,
+    language: str | None = None,
+    model: str | None = None,
 ) -> list[Word]:
     """The words of a result (``Speech``'s waveform and captions), piece by piece: each
     caption's text as written (else as read) aligned with the samples it occupies, its times
-    in the result's seconds. A piece that cannot be aligned (longer than ``MAX_ALIGN_S``) has
+    in the result's seconds (``model``: ``align``'s). A piece that cannot be aligned (longer than ``MAX_ALIGN_S``) has
     its words unplaced; the synthesis stands."""
     waveform = np.asarray(waveform, np.float32).reshape(-1)
     words: list[Word] = []
@@ -204,7 +231,7 @@ def speech_words(
         text = caption.written or caption.text
         piece = waveform[caption.start_sample : caption.end_sample]
         try:
-            found = align(piece, sample_rate, text, language)
+            found = align(piece, sample_rate, text, language, model)
         except AlignError as exc:
             logger.warning("a piece's words were not aligned: %s", exc)
             found = unplaced(words_of(text))

@@ -232,6 +232,15 @@ FLAGS = (
         "precision; `none`: off",
     ),
     Flag(
+        "--align-model",
+        "OMNIVOICE_ALIGN_MODEL",
+        str,
+        None,
+        "the word aligner of every door's `words`: `espeak` (default: eSpeak NG, the align "
+        "extra), or a CTC acoustic model's folder or Hub repo (model.onnx and aligner.json, "
+        "docs/design.md section 10), loaded at start",
+    ),
+    Flag(
         "--voices",
         "OMNIVOICE_VOICES",
         str,

@@ -126,6 +126,22 @@ def together(args) -> None:
         raise ValueError("--voices-writable needs --voices DIR, the folder the library is kept in")
 
 
+def start_aligner(source: str | None) -> None:
+    """``--align-model``: the process's word aligner; a CTC model is loaded now, so that a
+    folder that is not one is one line at start (eSpeak NG loads when words are first asked
+    for, or names its extra then)."""
+    from omnivoice_rt import align
+    from omnivoice_rt.align import ctc
+    from omnivoice_rt.errors import ArtifactError
+
+    align.configure(source)
+    if align.aligner_source() != align.ESPEAK:
+        try:
+            ctc.loaded(align.aligner_source())
+        except (ArtifactError, OSError) as exc:
+            flags.parser().error(f"--align-model: {exc}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = flags.parse(argv, check=together)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -136,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(chatty).setLevel(logging.WARNING)
     clean_up = gradio_guard.own_upload_folder()  # before the page is built: Gradio reads it then
     try:
+        start_aligner(args.align_model)
         config = Config(
             args.artifacts,
             args.precision,

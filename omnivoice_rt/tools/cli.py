@@ -85,7 +85,7 @@ def cmd_synthesize(args) -> int:
     else:
         speak = _script(args, options)  # checked before the model loads
     kind = captions.format_of(args.captions) if args.captions else None  # before the model
-    word_kind = _word_captions(args.word_captions)
+    word_kind = _word_captions(args.word_captions, args.align_model)
     _check_output(args)
     voice = _load(args)
 
@@ -104,7 +104,8 @@ def cmd_synthesize(args) -> int:
     if word_kind:
         from omnivoice_rt.text.languages import resolve_language
 
-        words = speech.align_words(resolve_language(options.get("language")))
+        language = resolve_language(options.get("language"))
+        words = speech.align_words(language, args.align_model)
         document = captions.write_words(speech.captions, words, word_kind)
         Path(args.word_captions).write_text(document, encoding="utf-8")
     meta = speech.metadata
@@ -260,7 +261,7 @@ def cmd_align(args) -> int:
             "cut it into parts (a paragraph at a time) and align each with its text"
         )
     waveform = load_audio(args.audio, features.RATE, MAX_ALIGN_S + 1)[0]  # the aligner's rate
-    words = align(waveform, features.RATE, text, language)
+    words = align(waveform, features.RATE, text, language, _aligner(args.align_model))
     document = json.dumps({"words": [w.as_dict() for w in words]}, ensure_ascii=False, indent=1)
     if args.output:
         Path(args.output).write_text(document + "\n", encoding="utf-8")
@@ -271,16 +272,27 @@ def cmd_align(args) -> int:
     return 0
 
 
-def _word_captions(path: str | None) -> str | None:
-    """The format of ``--word-captions`` (checked, with eSpeak NG's presence, before the model
-    loads), or None."""
+def _word_captions(path: str | None, model: str | None) -> str | None:
+    """The format of ``--word-captions`` (checked, with the aligner, before the model loads),
+    or None."""
     if path is None:
         return None
-    from omnivoice_rt.align import espeak
-
     kind = captions.format_of(path)
-    espeak.engine()  # EspeakMissing names the extra
+    _aligner(model)
     return kind
+
+
+def _aligner(model: str | None) -> str:
+    """``--align-model``'s aligner, loaded (eSpeak NG's absence names the extra; a CTC
+    folder's missing file is named)."""
+    from omnivoice_rt.align import ESPEAK, ctc, espeak
+
+    source = model or ESPEAK
+    if source == ESPEAK:
+        espeak.engine()  # EspeakMissing names the extra
+    else:
+        ctc.loaded(source)
+    return source
 
 
 def _read_text(path: str | None, limit: int) -> str:
@@ -435,6 +447,16 @@ def common_flags(p) -> None:
     p.add_argument("-v", "--verbose", action="store_true")
 
 
+def align_model_flag(p) -> None:
+    p.add_argument(
+        "--align-model",
+        default=os.environ.get("OMNIVOICE_ALIGN_MODEL"),
+        help="the word aligner: espeak (the default: eSpeak NG, the align extra), or a CTC "
+        "acoustic model's folder or Hub repo (model.onnx and aligner.json; docs/design.md "
+        "section 10)",
+    )
+
+
 def asr_flag(p, help: str = "speech recogniser when --ref-text is left out") -> None:
     p.add_argument(
         "--asr-model",
@@ -483,6 +505,7 @@ def synthesize_flags(p) -> None:
         "a word), .vtt (a cue a piece, each word after its timestamp tag) or .json "
         '({"words": [{"word", "start", "end"}]}, null for a word not found)',
     )
+    align_model_flag(p)
     request_flags(p)
     asr_flag(
         p,
@@ -565,6 +588,7 @@ def align_flags(p) -> None:
         help='WORDS.json: {"words": [{"word", "start", "end"}]} in seconds, null for a word not '
         "found (default: printed)",
     )
+    align_model_flag(p)
     p.add_argument("-v", "--verbose", action="store_true")
 
 
