@@ -100,6 +100,7 @@ class Settings:
     voices: str | None = None  # the voice library's folder, shared by every replica
     voices_writable: bool = False
     asr_model: str | None = None  # 'none': no recogniser (references need a transcript)
+    align_model: str | None = None  # the word aligner: eSpeak NG, or a CTC model's folder
     max_waiting: int = MAX_WAITING  # requests waiting in one replica's line
     # generations under way in one replica, taking turns on its CPUs (the server's --concurrency
     # and --turns); Ray's max_ongoing_requests should be at least concurrency, or requests wait
@@ -137,6 +138,9 @@ class Model:
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         s = Settings.of(settings)
+        from omnivoice_rt import align
+
+        align.configure(s.align_model)
         # ONNX Runtime's threads: the CPUs Ray gave this replica, unless the config says
         cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 0)
         config = Config(
