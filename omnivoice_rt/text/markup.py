@@ -224,6 +224,11 @@ class _Ssml:
             raise self.refuse(
                 f"the document is too large (at most {MAX_ELEMENTS} elements, {MAX_DEPTH} deep)"
             )
+        if name == "voice":  # text/script.py reads it, where a door speaks scripts
+            raise self.refuse(
+                '<voice name="..."> makes a dialogue script: speak the text as one (the doors '
+                "that take scripts, or the library's generate(text, speakers=...))"
+            )
         if name not in ELEMENTS:
             raise self.refuse(
                 f"<{name}> is not supported; use {', '.join(f'<{e}>' for e in ELEMENTS)}, or "

@@ -103,7 +103,11 @@ def test_ssml_breaks_sentences_paragraphs_rates_subs_and_languages():
     [
         (
             "<speak>Hi <voice name='x'>there</voice></speak>",
-            "<voice> is not supported; use <speak>",
+            '<voice name="..."> makes a dialogue script: speak the text as one',
+        ),
+        (
+            "<speak>Hi <voice>there</voice></speak>",
+            '<voice name="..."> makes a dialogue script',
         ),
         ("<speak><say-as interpret-as='date'>1/2</say-as></speak>", "<say-as> is not supported"),
         ("<speak><emphasis>Hi</emphasis></speak>", "<emphasis> is not supported"),

@@ -142,10 +142,15 @@ def test_pauses_and_ssml_in_the_input_are_the_librarys(client, runtime):
     np.testing.assert_array_equal(decode(response.content, "pcm"), expected)
     with pytest.raises(openai.BadRequestError) as caught:
         client.audio.speech.create(
-            model="omnivoice", voice="alloy", input="<speak>Hi <voice name='x'>you</voice></speak>"
+            model="omnivoice", voice="alloy", input="<speak>Hi <audio src='x'/> you</speak>"
         )
     assert caught.value.body["param"] == "input", caught.value.body
-    assert "<voice> is not supported" in caught.value.body["message"]
+    assert "<audio> is not supported" in caught.value.body["message"]
+    with pytest.raises(openai.BadRequestError) as caught:  # <voice>: a script's speaker
+        client.audio.speech.create(
+            model="omnivoice", voice="alloy", input="<speak>Hi <voice name='x'>you</voice></speak>"
+        )
+    assert "no voice for speaker 'x'" in caught.value.body["message"]
 
 
 def test_captions_come_as_json_with_the_audio(client, runtime, server):
