@@ -53,20 +53,20 @@ class Caption:
         """The text a caption file shows: as written where known, on one line."""
         return " ".join((self.written or self.text).split())
 
-    def at_rate(self, rate: int, ahead: int, length: int) -> Caption:
+    def at_rate(self, rate: int, ahead: int, length: int, last: bool = True) -> Caption:
         """This caption in its audio resampled to ``rate``, whose first sample is at ``ahead``
         of an output ``length`` samples long (a streaming resampler's delay moves it): the same
-        seconds, in the output's samples, within it."""
+        seconds, in the output's samples, within it; but where more of the stream follows
+        (``last`` False), its end may pass ``length`` by the samples the resampler still holds,
+        which come out with the next piece."""
 
         def sample(at: int) -> int:
-            return min(max(round(at * rate / self.sample_rate) + ahead, 0), length)
+            return max(round(at * rate / self.sample_rate) + ahead, 0)
 
-        return replace(
-            self,
-            start_sample=sample(self.start_sample),
-            end_sample=sample(self.end_sample),
-            sample_rate=rate,
-        )
+        start, end = min(sample(self.start_sample), length), sample(self.end_sample)
+        if last:
+            end = min(end, length)
+        return replace(self, start_sample=start, end_sample=max(end, start), sample_rate=rate)
 
     def moved(self, samples: int) -> Caption:
         """This caption ``samples`` later (a piece placed after others)."""

@@ -101,7 +101,7 @@ class Resampler:
         out = self.push(waveform)
         if last:
             out = np.concatenate([out, self.flush()])
-        return out, [caption.at_rate(self.rate, ahead, out.size) for caption in captions]
+        return out, [caption.at_rate(self.rate, ahead, out.size, last) for caption in captions]
 
 
 def resampled(waveform: np.ndarray, source: int, rate: int) -> np.ndarray:

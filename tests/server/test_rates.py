@@ -58,6 +58,7 @@ def test_the_runtime_makes_speech_at_the_rate_asked(int4_voice):
     np.testing.assert_array_equal(joined.waveform, resampled(model.waveform, RATE, 8_000))
     for caption, made in zip(joined.captions, model.captions, strict=True):  # the same seconds
         assert abs(caption.start - made.start) <= 1 / 8_000, (caption, made)
+        assert abs(caption.end - made.end) <= 1 / 8_000, (caption, made)  # the held samples
 
 
 @pytest.mark.parametrize(
