@@ -72,7 +72,8 @@ def configure(source: str | None) -> None:
 
 
 def aligner_source() -> str:
-    return (_configured or [os.environ.get("OMNIVOICE_ALIGN_MODEL") or ESPEAK])[0]
+    source = (_configured or [os.environ.get("OMNIVOICE_ALIGN_MODEL") or ESPEAK])[0]
+    return ESPEAK if source.lower() == ESPEAK else source
 
 
 @dataclass
@@ -174,7 +175,7 @@ def align(
     if not words:
         return []
     source = model or aligner_source()
-    if source != ESPEAK:  # an acoustic model the user added
+    if str(source).lower() != ESPEAK:  # an acoustic model the user added
         from omnivoice_rt.align import ctc
 
         spans = ctc.loaded(str(source)).align(waveform, sample_rate, words)

@@ -42,6 +42,9 @@ class CtcAligner:
         self.session, self.labels, self.blank = session, labels, blank
         self.sample_rate, self.source = sample_rate, source
         self.index = {label: n for n, label in enumerate(labels) if n != blank}
+        # a letter in either case where the labels have one case only (wav2vec2's A-Z)
+        for label, n in list(self.index.items()):
+            self.index.setdefault(label.lower(), n)
 
     @classmethod
     def load(cls, source: str | Path) -> CtcAligner:
@@ -66,12 +69,21 @@ class CtcAligner:
                 f"aligner {source}: aligner.json is not readable ({exc}); {CTC_HINT}"
             ) from None
         if not 0 <= blank < len(labels) or rate <= 0:
-            raise ArtifactError(f"aligner {source}: its blank or sample_rate is out of range")
+            raise ArtifactError(
+                f"aligner {source}: its blank must be a label's index and its sample_rate above "
+                f"0; {CTC_HINT}"
+            )
         options = ort.SessionOptions()
         options.log_severity_level = 3
-        session = ort.InferenceSession(
-            str(folder / "model.onnx"), options, ["CPUExecutionProvider"]
-        )
+        try:
+            session = ort.InferenceSession(
+                str(folder / "model.onnx"), options, ["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # noqa: BLE001 - ONNX Runtime's errors are not ValueErrors
+            raise ArtifactError(
+                f"aligner {source}: model.onnx is not a model ONNX Runtime loads "
+                f"({str(exc)[:200]}); {CTC_HINT}"
+            ) from None
         return cls(session, labels, blank, rate, str(source))
 
     def spelled(self, word: str) -> list[int]:
@@ -86,13 +98,25 @@ class CtcAligner:
         return ids
 
     def emissions(self, waveform: np.ndarray, sample_rate: int) -> tuple[np.ndarray, float]:
-        """The model's log-probabilities ``[frames, labels]`` and the seconds a frame covers."""
+        """The model's log-probabilities ``[frames, labels]`` and the seconds a frame covers
+        (no frame where the recording is too short for the model)."""
         from omnivoice_rt.audio.formats import resampled
 
         audio = resampled(waveform, sample_rate, self.sample_rate).astype(np.float32)
+        if audio.size < self.sample_rate // 20:  # under 50 ms: no word to find
+            return np.zeros((0, len(self.labels)), np.float32), 0.0
         audio = (audio - audio.mean()) / (audio.std() + 1e-7)  # as wav2vec2's feature extractor
         name = self.session.get_inputs()[0].name
-        logits = self.session.run(None, {name: audio[None]})[0][0].astype(np.float32)
+        try:
+            output = self.session.run(None, {name: audio[None]})[0]
+        except Exception as exc:  # noqa: BLE001 - ONNX Runtime's errors are not ValueErrors
+            raise AlignError(f"the aligner's model could not run: {str(exc)[:200]}") from None
+        if output.ndim != 3 or output.shape[-1] != len(self.labels):
+            raise ArtifactError(
+                f"aligner {self.source}: model.onnx gives shape {output.shape}, not [1, frames, "
+                f"{len(self.labels)}] for aligner.json's {len(self.labels)} labels; {CTC_HINT}"
+            )
+        logits = output[0].astype(np.float32)
         shifted = logits - logits.max(1, keepdims=True)
         log_probs = shifted - np.log(np.exp(shifted).sum(1, keepdims=True))
         return log_probs, audio.size / self.sample_rate / max(len(log_probs), 1)
@@ -105,7 +129,7 @@ class CtcAligner:
         if not tokens:
             return [None] * len(words)
         log_probs, hop = self.emissions(waveform, sample_rate)
-        frames = forced_align(log_probs, tokens, self.blank)
+        frames = forced_align(log_probs, tokens, self.blank) if len(log_probs) else None
         if frames is None:
             return [None] * len(words)
         spans, at = [], 0

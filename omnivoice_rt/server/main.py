@@ -138,7 +138,7 @@ def start_aligner(source: str | None) -> None:
     if align.aligner_source() != align.ESPEAK:
         try:
             ctc.loaded(align.aligner_source())
-        except (ArtifactError, OSError) as exc:
+        except (ArtifactError, OSError) as exc:  # a Hub download's failure is an ArtifactError
             flags.parser().error(f"--align-model: {exc}")
 
 

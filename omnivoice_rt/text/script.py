@@ -41,6 +41,8 @@ VOICE_TAG = re.compile(r"\[voice:([^\]\n]*)\]", re.IGNORECASE)
 # "Name:" or "Name：" at a line's start: the name's candidate, checked by ``is_name``
 NAMED_LINE = re.compile(rf"[ \t]*([^:：\n]{{1,{MAX_SPEAKER_CHARS}}})[:：][ \t]*(.*)")
 SSML_VOICE = re.compile(r"<voice[\s/>]", re.IGNORECASE)  # an SSML document's <voice> element
+SSML_ASIDE = re.compile(r"<!--.*?-->|<!\[CDATA\[.*?\]\]>", re.DOTALL)  # no element inside
+SSML_GROWTH = 4  # a document's turns, their elements reopened, at most this times its length
 NAME_PUNCTUATION = " ._'-"
 NAME_RULE = (
     f"a name is 1 to {MAX_SPEAKER_CHARS} letters, digits, spaces, '.', '_', \"'\" or '-', a "
@@ -84,7 +86,7 @@ def has_tags(text: str) -> bool:
     """Whether ``text`` is a script whatever the request says: it has a ``[voice:...]`` tag,
     or it is an SSML document with a ``<voice>`` element."""
     if is_ssml(text):
-        return SSML_VOICE.search(text) is not None
+        return SSML_VOICE.search(SSML_ASIDE.sub("", text)) is not None
     return VOICE_TAG.search(text) is not None
 
 
@@ -183,7 +185,7 @@ class TurnReader:
         self.speaker, self.line_start = None, True
 
     def feed(self, text: str, end: bool = False) -> list[Turn]:
-        self.pending += text
+        self.pending += text.replace("\r\n", "\n").replace("\r", "\n")  # as splitlines
         parts = []
         while self.pending and (part := self._next(end)) is not None:
             parts.append(part)
@@ -237,6 +239,7 @@ class _Voices:
         self.open: list[tuple[str, dict]] = []  # the elements open: (name, attributes)
         self.body: list[str] = []  # the current turn's document since its start
         self.head, self.line, self.said, self.elements = "", 1, False, 0
+        self.room = 0  # characters the turns' documents may still take
         self.parser = parser = expat.ParserCreate()
         parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
         parser.StartDoctypeDeclHandler = parser.EntityDeclHandler = self.doctype
@@ -245,6 +248,7 @@ class _Voices:
         parser.CharacterDataHandler = self.characters
 
     def parse(self, text: str) -> list[Turn]:
+        self.room = SSML_GROWTH * len(text) + 1_000
         try:
             self.parser.Parse(text, True)
         except expat.ExpatError as exc:
@@ -266,11 +270,22 @@ class _Voices:
         """The innermost ``<voice>``'s name, None outside every ``<voice>``."""
         return next((a["name"] for n, a in reversed(self.open) if n == "voice"), None)
 
+    @property
+    def inside_sub(self) -> bool:
+        """Whether a ``<sub>`` is open: its text is not said (its alias is)."""
+        return any(name == "sub" for name, _ in self.open)
+
     def turn_ends(self) -> None:
         """The current turn, where it says something, closed; the next begins here."""
         if self.said:
             tail = "".join(f"</{n}>" for n, _ in reversed(self.open) if n != "voice")
             document = " ".join(f"{self.head}{''.join(self.body)}{tail}".split())
+            self.room -= len(document)
+            if self.room < 0:
+                raise self.refuse(
+                    "the turns repeat the elements around their <voice> too often: put the "
+                    "<voice> elements outside long elements, or split the script"
+                )
             self.turns.append(Turn(self.speaker, document, self.line))
         self.head = "".join(_tag(n, a) for n, a in self.open if n != "voice")
         self.body, self.said, self.line = [], False, self.parser.CurrentLineNumber
@@ -281,6 +296,8 @@ class _Voices:
             raise self.refuse(
                 f"the document is too large (at most {MAX_ELEMENTS} elements, {MAX_DEPTH} deep)"
             )
+        if not self.open and name != "speak":
+            raise self.refuse(f"the document must start with <speak>, not <{name}>")
         if name != "voice":
             self.open.append((name, attributes))
             self.body.append(_tag(name, attributes))
@@ -290,6 +307,8 @@ class _Voices:
                     self.line if self.said else self.parser.CurrentLineNumber,
                 )
             return
+        if self.inside_sub:
+            raise self.refuse("<voice> inside <sub>: put the <sub> inside the <voice>")
         speaker = attributes.get("name", "").strip()
         if set(attributes) - {"name"} or not is_name(speaker):
             raise self.refuse(
@@ -317,7 +336,7 @@ class _Voices:
             )
         self.body.append(escape(data))
         first = next((at for at, c in enumerate(data) if c.isalnum()), None)
-        if first is not None and not self.said and self.open[-1][0] != "sub":
+        if first is not None and not self.said and not self.inside_sub:
             self.said, self.line = True, self.parser.CurrentLineNumber + data.count("\n", 0, first)
 
 

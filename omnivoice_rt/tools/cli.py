@@ -288,7 +288,7 @@ def _aligner(model: str | None) -> str:
     from omnivoice_rt.align import ESPEAK, ctc, espeak
 
     source = model or ESPEAK
-    if source == ESPEAK:
+    if source.lower() == ESPEAK:
         espeak.engine()  # EspeakMissing names the extra
     else:
         ctc.loaded(source)

@@ -108,7 +108,7 @@ def test_the_process_aligner_is_the_flag_then_the_environment(model, monkeypatch
     monkeypatch.setenv("OMNIVOICE_ALIGN_MODEL", model)
     assert align.aligner_source() == model
     assert align.align(noise(1.0), 24000, "Hi there")[0].start is not None  # no eSpeak needed
-    align.configure("espeak")  # a server's --align-model
+    align.configure("eSpeak")  # a server's --align-model, in any case
     assert align.aligner_source() == align.ESPEAK
     align.configure(None)
     monkeypatch.delenv("OMNIVOICE_ALIGN_MODEL")
@@ -116,12 +116,39 @@ def test_the_process_aligner_is_the_flag_then_the_environment(model, monkeypatch
 
 
 def test_a_folder_that_is_no_aligner_is_one_line(tmp_path, model):
-    (tmp_path / "model.onnx").write_bytes(b"")
+    import shutil
+    from pathlib import Path
+
+    (tmp_path / "model.onnx").write_bytes(b"not a model")
     with pytest.raises(ArtifactError, match="aligner.json missing; an aligner folder holds"):
         ctc.CtcAligner.load(tmp_path)
     (tmp_path / "aligner.json").write_text('{"blank": 0}')
     with pytest.raises(ArtifactError, match="aligner.json is not readable"):
         ctc.CtcAligner.load(tmp_path)
+    (tmp_path / "aligner.json").write_text('{"labels": ["-", "a"], "blank": 2}')
+    with pytest.raises(ArtifactError, match="its blank must be a label's index"):
+        ctc.CtcAligner.load(tmp_path)
+    (tmp_path / "aligner.json").write_text('{"labels": ["-", "a"]}')
+    with pytest.raises(ArtifactError, match="model.onnx is not a model ONNX Runtime loads"):
+        ctc.CtcAligner.load(tmp_path)
+    shutil.copy(Path(model) / "model.onnx", tmp_path / "model.onnx")  # 29 outputs, 2 labels
+    with pytest.raises(ArtifactError, match=r"not \[1, frames, 2\] for aligner.json's 2 labels"):
+        ctc.CtcAligner.load(tmp_path).align(noise(1.0), 24000, ["a"])
+
+
+def test_a_short_recording_or_upper_case_labels_still_align(model, tmp_path):
+    """Under 50 ms of audio places no word (no error); a model whose labels are capitals
+    (wav2vec2's) spells a lower-case text in them."""
+    import shutil
+    from pathlib import Path
+
+    assert [w.start for w in align.align(noise(0.01), 24000, "Hi you", model=model)] == [None] * 2
+    shutil.copy(Path(model) / "model.onnx", tmp_path / "model.onnx")
+    config = json.loads((Path(model) / "aligner.json").read_text())
+    config["labels"] = [label.upper() for label in config["labels"]]
+    (tmp_path / "aligner.json").write_text(json.dumps(config))
+    words = align.align(noise(1.0), 24000, "Hello you", model=str(tmp_path))
+    assert all(w.start is not None for w in words)
 
 
 def test_the_command_line_aligns_with_the_model_and_a_server_refuses_a_bad_one(model, tmp_path):

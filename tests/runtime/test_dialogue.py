@@ -71,7 +71,7 @@ def test_a_script_read_as_it_arrives_gives_the_turns_of_the_whole(named_lines):
     ``parse``'s turns of the whole text, a name or a tag cut in two included."""
     text = (
         "Before.\nAnn: Hello there. How\n are you? [laughter] [voice:Bob] Fine [pause:1s] "
-        "thanks.\n\nMaría：Hola.\nNote that: stays? [Voice: Ann ]no [voi\nce] [\n"
+        "thanks.\r\n\nMaría：Hola.\rNote that: stays? [Voice: Ann ]no [voi\nce] [\n"
     )
     want = [(t.speaker, t.text) for t in script.parse(text, named_lines)]
     for size in range(1, 12):
@@ -105,6 +105,7 @@ def test_ssml_voice_elements_are_turns_each_a_document_of_its_own():
         ' &amp; co.</prosody></voice></p>\nAnn: stays text.<voice name="Ann"> </voice></speak>'
     )
     assert script.has_tags(doc) and not script.has_tags("<speak>Ann: hi [voice]</speak>")
+    assert not script.has_tags('<speak><!-- <voice name="x"> -->hi</speak>')  # a comment's
     turns = script.parse(doc, named_lines=True)
     assert [(t.speaker, t.line) for t in turns] == [(None, 1), ("Ann", 2), ("María", 3), (None, 4)]
     assert turns[1].text == (
@@ -131,6 +132,15 @@ def test_ssml_voice_elements_are_turns_each_a_document_of_its_own():
         ('<speak><voice name="A">[voice:B] Hi.</voice></speak>', r"\[voice:B\] inside SSML"),
         ('<!DOCTYPE x [<!ENTITY a "b">]><speak><voice name="A">&a;</voice></speak>', "DOCTYPE"),
         ('<speak><voice name="A"> <break time="1s"/> </voice></speak>', "nothing to say"),
+        ('<?xml version="1.0"?><p><voice name="A">Hi.</voice></p>', "must start with <speak>"),
+        ('<!-- x --><voice name="A">a &lt; b</voice>', "must start with <speak>, not <voice>"),
+        ('<speak><sub alias="W W W"><voice name="B">WWW</voice></sub></speak>', "inside <sub>"),
+        (  # one long attribute around many voices: the turns would repeat it each
+            f"<speak><prosody rate='{'1' * 4_000}'>"
+            + '<voice name="A">a</voice>' * 100
+            + "</prosody></speak>",
+            "repeat the elements around their <voice> too often",
+        ),
         (
             "<speak>" + "".join(f'<voice name="S{n}">hi.</voice>' for n in range(17)) + "</speak>",
             "'S16' is speaker 17",

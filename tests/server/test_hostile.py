@@ -243,6 +243,12 @@ def hostile_scripts(folder: Path) -> list[tuple[str, str]]:
             + "</speak>",
             "is speaker 17",
         ),
+        (  # a long attribute around many voices, which each turn would repeat
+            f"<speak><prosody rate='{chr(34) * 1_500}'>"
+            + voice.format("a") * 280
+            + "</prosody></speak>",
+            "repeat the elements around their <voice> too often",
+        ),
         ("alloy:\n" * 1_400, "line 1: 'alloy' has no text"),
         (" " * 9_980 + "x\nZed: hi", "line 2: no voice for speaker 'Zed'"),
         ("[voice:alloy]" * 700 + "[voice:Zed] hi", "line 1: no voice for speaker 'Zed'"),

@@ -77,7 +77,7 @@ def named_speakers(text: str, speakers: str) -> str:
     """The speakers' table with a line for every name the script uses that it lacks (its voice
     left for the visitor, or the library's voice of that name)."""
     try:
-        names = script.speakers_of(script.parse(text or "", named_lines=True))
+        names = script.speakers_of(script.parse(text or "", named_lines=True, limit=MAX_TEXT_CHARS))
     except ValueError:
         return speakers  # the script is being written: its error comes when it is spoken
     lines = [line for line in (speakers or "").splitlines() if line.strip()]
@@ -97,7 +97,7 @@ class ScriptHandlers:
             speakers = dialogue.library_speakers(
                 self.library, dialogue.given_voices((table or "").splitlines(), "speakers, line")
             )
-            turns = script.parse(text, named_lines=True)
+            turns = script.parse(text, named_lines=True, limit=MAX_TEXT_CHARS)
         # the voice below and the settings, checked as a request of the first turn
         fields.update(text=turns[0].text, duration=None)  # each turn's length is its own
         request = page_request(fields, self.service, self.library)
