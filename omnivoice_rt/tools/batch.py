@@ -7,7 +7,10 @@ in each.
 Each line is an object with ``id``, ``text`` and any option of a request (``omnivoice_rt.request.OPTIONS``); relative paths
 (``voice_prompt``, ``ref_audio``) are relative to the input file. An item with ``subtitles``
 (an ``.srt`` or ``.vtt`` file) instead of ``text`` is a dub (``omnivoice_rt.dubbing``): its cues
-spoken in their windows as one wav, ``max_speed`` its fastest pace, its report in its record. An item without a ``seed`` gets
+spoken in their windows as one wav, ``max_speed`` its fastest pace, its report in its record. An item
+with ``"words": true`` also gets ``OUT/<id>.words.json``, each word's start and end in its wav
+(``omnivoice_rt.align``: the align extra, or the CTC model of ``OMNIVOICE_ALIGN_MODEL``), and its
+record ``words``. An item without a ``seed`` gets
 one from its id, so every run makes the same audio. A run is resumable: each wav is written under
 a temporary name and renamed, and carries the digest of what made it (text, options, the files'
 contents, precision) in its comment, so a rerun skips the items whose wav has the same digest and
@@ -45,6 +48,7 @@ logger = logging.getLogger(__name__)
 ITEM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # becomes a file name
 RESULTS = "results.jsonl"
 DUB_FIELDS = ("subtitles", "max_speed")  # a dub item's own, besides a request's options
+ITEM_FIELDS = (*DUB_FIELDS, "words")  # an item's own, besides a request's options
 
 
 @dataclass
@@ -55,6 +59,7 @@ class Item:
     options: dict  # as given (files as absolute paths), the seed included: the record's settings
     digest: str = ""  # what made it: a wav with this digest in its comment is this item's
     cues: list | None = None  # a dub's (its subtitles' cues), else None
+    words: bool = False  # each word placed in the wav: OUT/<id>.words.json
 
     @property
     def size(self) -> int:
@@ -79,6 +84,9 @@ class Record:
         None  # where each piece lies in the wav (captions.as_json), also <id>.srt
     )
     report: dict | None = None  # a dub's: each cue's window, duration, speed, placing; warnings
+    words: list | None = (
+        None  # with "words": each word's start and end in seconds (null: not found)
+    )
 
 
 # ----------------------------------------------------------------------------- items
@@ -127,7 +135,14 @@ def check_item(line: int, raw: dict, seen: set, folder: Path, model: str) -> Ite
     elif not isinstance(text, str) or not text.strip():
         raise ValueError("'text' is required: what to say (or 'subtitles': a file to dub)")
     # every option checked, before any model (a dub's with each of its cues' texts)
-    asked = {k: v for k, v in options.items() if k not in DUB_FIELDS}
+    words = options.get("words", False)
+    if not isinstance(words, bool):
+        raise ValueError(
+            f"'words' must be true or false (each word's place in the wav), got {words!r}"
+        )
+    if words:
+        check_aligner()
+    asked = {k: v for k, v in options.items() if k not in ITEM_FIELDS}
     request = door_request({**asked, "text": text})
     for cue in cues or ():
         if cue.text.strip():
@@ -149,9 +164,22 @@ def check_item(line: int, raw: dict, seen: set, folder: Path, model: str) -> Ite
     made_of = {"request": request.options(), "model": model, "files": contents}
     if cues is not None:
         made_of["max_speed"] = options["max_speed"]
+    if words:  # an item asking for words is remade once to place them (its digest changes)
+        made_of["words"] = True
     digest = hashlib.sha256(json.dumps(made_of, sort_keys=True).encode()).hexdigest()
     settings = {k: v for k, v in options.items() if k != "text"}
-    return Item(line, item_id, request, settings, digest, cues)
+    return Item(line, item_id, request, settings, digest, cues, words)
+
+
+def check_aligner() -> None:
+    """The process's word aligner can be loaded (``EspeakMissing`` names the extra), before
+    an item asking for words is made."""
+    from omnivoice_rt.align import ESPEAK, aligner_source, ctc, espeak
+
+    if aligner_source() == ESPEAK:
+        espeak.engine()
+    else:
+        ctc.loaded(aligner_source())
 
 
 def dub_cues(options: dict, folder: Path, contents: dict) -> tuple[list, str]:
@@ -221,6 +249,8 @@ class Synthesizer:
         started = time.perf_counter()
         try:
             speech = self.dub(item) if item.cues is not None else self.voice.generate(item.request)
+            if item.words:
+                speech.align_words(item.request.language)
         except REPORTED as exc:
             report = getattr(exc, "report", None)  # a dub's: the cues that cannot fit
             return Record(
@@ -253,6 +283,7 @@ class Synthesizer:
             normalized_text=speech.metadata.get("normalized_text"),
             captions=captions.as_json(speech.captions),
             report=speech.metadata.get("report"),
+            words=[word.as_dict() for word in speech.words] if item.words else None,
         )
         return record, buffer.getvalue()
 
@@ -352,6 +383,9 @@ def _run_batch(
             if data is not None:  # the captions first: a finished wav has its captions beside it
                 srt = captions.write(captions.from_json(record.captions or []), "srt")
                 write_atomically(out / f"{record.id}.srt", srt.encode())
+                if record.words is not None:
+                    words = json.dumps({"words": record.words}, ensure_ascii=False, indent=1)
+                    write_atomically(out / f"{record.id}.words.json", words.encode())
                 write_atomically(out / f"{record.id}.wav", data)
             log.write(json.dumps(asdict(record)) + "\n")
             log.flush()

@@ -445,3 +445,37 @@ def test_a_dub_item_makes_the_track_the_library_makes(cpu_artifacts, tmp_path):
     assert (tmp_path / "film.srt").read_text(encoding="utf-8") == kept
     record = json.loads((tmp_path / RESULTS).read_text())
     assert "would overwrite its subtitles" in record["error"]
+
+
+def test_an_item_asking_for_words_gets_them_beside_its_wav(cpu_artifacts, tmp_path):
+    """``"words": true``: OUT/<id>.words.json and the record's ``words``, each word of the text
+    as written placed within its wav (a dub's within its track), as ``Speech.align_words`` places
+    them; a rerun skips it; ``words`` that is not a boolean fails its line."""
+    from omnivoice_rt.align import words_of
+
+    (tmp_path / "film.srt").write_text(
+        "1\n00:00:00,500 --> 00:00:02,000\nGood evening.\n", encoding="utf-8"
+    )
+    lines = [
+        {"id": "said", "text": "Good morning, Ann. How are you?", "num_step": 4, "words": True},
+        {"id": "film", "subtitles": "film.srt", "num_step": 4, "words": True},
+        {"id": "plain", "text": "No words here.", "num_step": 4},
+        {"id": "typed", "text": "Hi.", "words": "yes"},
+    ]
+    (tmp_path / "items.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "out"
+    counts = run_batch(tmp_path / "items.jsonl", out, cpu_artifacts, "int4", show_progress=False)
+    assert counts == {"made": 3, "skipped": 0, "failed": 1}
+    records = {r["id"]: r for r in map(json.loads, (out / RESULTS).read_text().splitlines())}
+    assert "'words' must be true or false" in records["typed"]["error"]
+    assert records["plain"]["words"] is None and not (out / "plain.words.json").exists()
+    for name, text in (("said", lines[0]["text"]), ("film", "Good evening.")):
+        words = json.loads((out / f"{name}.words.json").read_text())["words"]
+        assert words == records[name]["words"]
+        assert [w["word"] for w in words] == words_of(text)
+        seconds = sf.info(out / f"{name}.wav").duration
+        placed = [w for w in words if w["start"] is not None]
+        assert placed and all(0 <= w["start"] <= w["end"] <= seconds + 1e-3 for w in placed)
+    assert json.loads((out / "film.words.json").read_text())["words"][0]["start"] >= 0.45
+    again = run_batch(tmp_path / "items.jsonl", out, cpu_artifacts, "int4", show_progress=False)
+    assert again == {"made": 0, "skipped": 3, "failed": 1}
