@@ -76,6 +76,24 @@ def aligner_source() -> str:
     return ESPEAK if source.lower() == ESPEAK else source
 
 
+def load_aligner(source: str | None = None, start_espeak: bool = True) -> str:
+    """The aligner ``source`` (None: the process's, :func:`aligner_source`) loaded now, so that
+    one that cannot be is one line before any work: a CTC model read (``ArtifactError`` naming
+    what is missing), eSpeak NG started where ``start_espeak`` (``EspeakMissing`` naming the
+    extra; a server leaves that to the first words asked for). Returns the source."""
+    source = source or aligner_source()
+    if source.lower() == ESPEAK:
+        if start_espeak:
+            from omnivoice_rt.align import espeak
+
+            espeak.engine()
+        return ESPEAK
+    from omnivoice_rt.align import ctc
+
+    ctc.loaded(source)
+    return source
+
+
 @dataclass
 class Word:
     """A word as written and where it is spoken, in seconds (None: not found in the audio)."""

@@ -131,15 +131,13 @@ def start_aligner(source: str | None) -> None:
     folder that is not one is one line at start (eSpeak NG loads when words are first asked
     for, or names its extra then)."""
     from omnivoice_rt import align
-    from omnivoice_rt.align import ctc
     from omnivoice_rt.errors import ArtifactError
 
     align.configure(source)
-    if align.aligner_source() != align.ESPEAK:
-        try:
-            ctc.loaded(align.aligner_source())
-        except (ArtifactError, OSError) as exc:  # a Hub download's failure is an ArtifactError
-            flags.parser().error(f"--align-model: {exc}")
+    try:
+        align.load_aligner(start_espeak=False)
+    except (ArtifactError, OSError) as exc:  # a Hub download's failure is an ArtifactError
+        flags.parser().error(f"--align-model: {exc}")
 
 
 def main(argv: list[str] | None = None) -> int:

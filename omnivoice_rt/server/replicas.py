@@ -141,10 +141,7 @@ class Model:
         from omnivoice_rt import align
 
         align.configure(s.align_model)
-        if align.aligner_source() != align.ESPEAK:  # one that cannot load fails here
-            from omnivoice_rt.align import ctc
-
-            ctc.loaded(align.aligner_source())
+        align.load_aligner(start_espeak=False)  # a CTC model that cannot load fails here
         # ONNX Runtime's threads: the CPUs Ray gave this replica, unless the config says
         cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 0)
         config = Config(

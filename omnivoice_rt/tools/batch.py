@@ -140,8 +140,10 @@ def check_item(line: int, raw: dict, seen: set, folder: Path, model: str) -> Ite
         raise ValueError(
             f"'words' must be true or false (each word's place in the wav), got {words!r}"
         )
-    if words:
-        check_aligner()
+    if words:  # the aligner, before the item is made
+        from omnivoice_rt.align import load_aligner
+
+        load_aligner()
     asked = {k: v for k, v in options.items() if k not in ITEM_FIELDS}
     request = door_request({**asked, "text": text})
     for cue in cues or ():
@@ -169,17 +171,6 @@ def check_item(line: int, raw: dict, seen: set, folder: Path, model: str) -> Ite
     digest = hashlib.sha256(json.dumps(made_of, sort_keys=True).encode()).hexdigest()
     settings = {k: v for k, v in options.items() if k != "text"}
     return Item(line, item_id, request, settings, digest, cues, words)
-
-
-def check_aligner() -> None:
-    """The process's word aligner can be loaded (``EspeakMissing`` names the extra), before
-    an item asking for words is made."""
-    from omnivoice_rt.align import ESPEAK, aligner_source, ctc, espeak
-
-    if aligner_source() == ESPEAK:
-        espeak.engine()
-    else:
-        ctc.loaded(aligner_source())
 
 
 def dub_cues(options: dict, folder: Path, contents: dict) -> tuple[list, str]:

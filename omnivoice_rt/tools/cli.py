@@ -244,7 +244,7 @@ def cmd_align(args) -> int:
 
     import soundfile as sf
 
-    from omnivoice_rt.align import AlignError, align, features
+    from omnivoice_rt.align import AlignError, align, features, load_aligner
     from omnivoice_rt.audio.ops import load_audio
     from omnivoice_rt.limits import MAX_ALIGN_S, MAX_SCRIPT_CHARS
     from omnivoice_rt.text.languages import resolve_language
@@ -261,7 +261,7 @@ def cmd_align(args) -> int:
             "cut it into parts (a paragraph at a time) and align each with its text"
         )
     waveform = load_audio(args.audio, features.RATE, MAX_ALIGN_S + 1)[0]  # the aligner's rate
-    words = align(waveform, features.RATE, text, language, _aligner(args.align_model))
+    words = align(waveform, features.RATE, text, language, load_aligner(args.align_model))
     document = json.dumps({"words": [w.as_dict() for w in words]}, ensure_ascii=False, indent=1)
     if args.output:
         Path(args.output).write_text(document + "\n", encoding="utf-8")
@@ -277,22 +277,11 @@ def _word_captions(path: str | None, model: str | None) -> str | None:
     or None."""
     if path is None:
         return None
+    from omnivoice_rt.align import load_aligner
+
     kind = captions.format_of(path)
-    _aligner(model)
+    load_aligner(model)
     return kind
-
-
-def _aligner(model: str | None) -> str:
-    """``--align-model``'s aligner, loaded (eSpeak NG's absence names the extra; a CTC
-    folder's missing file is named)."""
-    from omnivoice_rt.align import ESPEAK, ctc, espeak
-
-    source = model or ESPEAK
-    if source.lower() == ESPEAK:
-        espeak.engine()  # EspeakMissing names the extra
-    else:
-        ctc.loaded(source)
-    return source
 
 
 def _read_text(path: str | None, limit: int) -> str:
