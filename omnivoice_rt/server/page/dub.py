@@ -17,6 +17,7 @@ from omnivoice_rt.server.page.options import inputs
 from omnivoice_rt.server.page.shared import (
     abandoned,
     as_messages,
+    asked_words,
     caption_lines,
     captions_file,
     escaped,
@@ -106,7 +107,7 @@ class DubHandlers:
         options["voice_prompt"] = request.voice_prompt
         with as_messages():
             flag = page_flag(speakers, "speakers")
-            words = page_flag(fields.pop("words", False) or False, "words")
+            words = asked_words(fields)
             names = {e.name: self.library.options(e.name) for e in self.library.entries()}
         gone = abandoned()
         request_of = functools.partial(door_request, normalizer=self.service.normalizer(gone))

@@ -16,6 +16,7 @@ from omnivoice_rt.server.page.script import ScriptHandlers
 from omnivoice_rt.server.page.shared import (
     ALIASES,
     as_messages,
+    asked_words,
     page_flag,
     page_request,
     run_synthesis,
@@ -159,7 +160,7 @@ class Handlers(VoiceHandlers, DubHandlers, ScriptHandlers):
         ``page_request``) spoken, whole, at their precision."""
         precision = fields.pop("precision")
         with as_messages():
-            words = page_flag(fields.pop("words", False) or False, "words")
+            words = asked_words(fields)
         request = page_request(fields, self.service, self.library)
         return run_synthesis(self.service, precision or self.default, progress, request, words)
 
@@ -183,7 +184,7 @@ class Handlers(VoiceHandlers, DubHandlers, ScriptHandlers):
             tracker = values.pop("progress", progress.default)
             with as_messages():
                 pieces = page_flag(values.pop("sentences", False), "sentences")
-                words = page_flag(values.pop("words", False) or False, "words")
+                words = asked_words(values)
             request = page_request(values, self.service, self.library)
             precision = values["precision"] or self.default
             yield from stream_synthesis(self.service, precision, tracker, request, pieces, words)

@@ -18,11 +18,11 @@ from omnivoice_rt.server.page.options import inputs
 from omnivoice_rt.server.page.shared import (
     abandoned,
     as_messages,
+    asked_words,
     caption_lines,
     captions_file,
     language_choice,
     page_client,
-    page_flag,
     page_request,
     voice_choice,
     wire_whole,
@@ -93,7 +93,7 @@ class ScriptHandlers:
         text, table = fields.pop("text") or "", fields.pop("speaker_voices")
         precision, pause = fields.pop("precision") or self.default, fields.pop("turn_pause")
         with as_messages():
-            words = page_flag(fields.pop("words", False) or False, "words")
+            words = asked_words(fields)
             speakers = dialogue.library_speakers(
                 self.library, dialogue.given_voices((table or "").splitlines(), "speakers, line")
             )

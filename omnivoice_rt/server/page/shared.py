@@ -103,6 +103,12 @@ def page_flag(value, name: str) -> bool:
     return bool(value)
 
 
+def asked_words(fields: dict) -> bool:
+    """The ``words`` parameter taken out of a handler's fields, checked (a raw call's None:
+    false)."""
+    return page_flag(fields.pop("words", False) or False, "words")
+
+
 def whole(value):
     """The steps as a slider sends them (16.0): a finite number as an int; anything else as it
     is, for the request to check (a string names a preset)."""
