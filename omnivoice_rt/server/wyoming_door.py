@@ -387,12 +387,12 @@ class Connection(AsyncEventHandler):
         elif Synthesize.is_type(event.type):
             if self.stream is not None:  # sent inside a stream for older servers: ignored
                 return
-            voice, options = self.voice(data), options_of(data)
+            voice, options, pause = self.voice(data), options_of(data), turn_pause_of(data)
             script = data.get("script") is True  # "Name:" lines; [voice:NAME] tags always
-            await self.speak(text_of(data), voice, options, script)
+            await self.speak(text_of(data), voice, options, script, turn_pause=pause)
         elif SynthesizeStart.is_type(event.type):
             self.stream = None  # a start inside a stream begins a new one
-            voice, options = self.voice(data), options_of(data)
+            voice, options, pause = self.voice(data), options_of(data), turn_pause_of(data)
             self.stream = {
                 "voices": {None: voice},  # each speaker's, a voice kept from its first sentence
                 "options": options,
@@ -400,7 +400,7 @@ class Connection(AsyncEventHandler):
                 "speaker": None,  # whose turn it is
                 "text": "",  # the turn's text not yet spoken
                 "said": 0,
-                "turn_pause": options.pop("turn_pause", TURN_PAUSE_S),
+                "turn_pause": pause,
                 "pause": 0.0,  # silence before the next sentence: a turn's, but the first's
                 "said_any": False,
             }
@@ -522,18 +522,24 @@ class Connection(AsyncEventHandler):
             }
 
     async def speak(
-        self, text: str, voice: dict, options: dict, script: bool | None = False, lead=0.0
+        self,
+        text: str,
+        voice: dict,
+        options: dict,
+        script: bool | None = False,
+        lead: float = 0.0,
+        turn_pause: float = TURN_PAUSE_S,
     ):
         """audio-start, ``lead`` seconds of silence, the audio as it is made, audio-stop; returns
         the first piece. A dialogue script (``script``: "Name:" lines, or ``[voice:NAME]`` tags;
         None: never a script) speaks each name in the library's voice of that name, ``voice``
-        the default speaker's, a turn a piece."""
+        the default speaker's, a turn a piece, ``turn_pause`` seconds between turns."""
         reader = self.door.service.normalizer(self.stopped.is_set)
         if script or script is not None and has_tags(text):
-            request = await self.in_thread(self.script, text, voice, options, script, reader)
+            made = (text, voice, options, script, turn_pause, reader)
+            request = await self.in_thread(self.script, *made)
         else:
-            alone = {k: v for k, v in options.items() if k != "turn_pause"}  # a script's alone
-            request = await self.in_thread(build_request, text, voice, alone, reader)
+            request = await self.in_thread(build_request, text, voice, options, reader)
         service = self.door.service
         pieces = service.speak(
             service.models.default,
@@ -577,10 +583,10 @@ class Connection(AsyncEventHandler):
             await self.in_thread(closed, pieces)  # the turn in the line goes back
         return first
 
-    def script(self, text: str, voice: dict, options: dict, named_lines: bool, reader):
+    def script(
+        self, text: str, voice: dict, options: dict, named_lines: bool, pause: float, reader
+    ):
         """The checked script (a ``ScriptError`` is a bad-request event naming its line)."""
-        options = dict(options)
-        pause = options.pop("turn_pause", TURN_PAUSE_S)
         return dialogue.prepare(
             text,
             {"normalize_text": DOOR_NORMALIZE_TEXT, **voice, **options},
@@ -636,12 +642,19 @@ def options_of(data: dict) -> dict:
     try:
         for name, value in options.items():
             OPTIONS[name].check(name, value)
-        if "turn_pause" in data:  # a script's (dialogue.TURN_PAUSE_S where it is not given)
-            options["turn_pause"] = dialogue.checked_turn_pause(data["turn_pause"])
     except OptionError as exc:
         raise WyomingError("bad-event", f"{exc}.") from None
     seed = options.get("seed")
     return {**options, "seed": resolve_seed(seed, seed is None)}
+
+
+def turn_pause_of(data: dict) -> float:
+    """A script's silence between turns (``dialogue.TURN_PAUSE_S`` where the event's data does
+    not give ``turn_pause``), checked."""
+    try:
+        return dialogue.checked_turn_pause(data.get("turn_pause", TURN_PAUSE_S))
+    except OptionError as exc:
+        raise WyomingError("bad-event", f"{exc}.") from None
 
 
 async def read_event(reader: asyncio.StreamReader) -> Event | None:
