@@ -174,8 +174,9 @@ def test_numbers_are_read_as_words_and_the_page_shows_what_was_read(page):
 
 
 def test_word_timings_highlight_the_word_the_player_is_at(page):
-    """ "Word timings": the lines under the player hold each word with its place; seeking the
-    player to a time highlights the word whose span holds it, and the captions are WebVTT."""
+    """ "Word timings": the lines under the player hold each word with its place; seeking either
+    player (the streamed pieces', Gradio's waveform player of the whole result) to a time
+    highlights the word whose span holds it, and the captions are WebVTT."""
     page.get_by_role("tab", name="Text to speech").click()
     page.locator("#words input").check()
     page.fill("#tts-text textarea", "Hello there, my good friend. [pause:0.5s] See you soon.")
@@ -211,6 +212,19 @@ def test_word_timings_highlight_the_word_the_player_is_at(page):
             timeout=10_000,
         )
         assert page.locator("#result-lines span.word.spoken").count() == 1
+    # Gradio's waveform player of the whole result, whose media element is in a shadow root
+    # (Playwright's CSS reaches into it): played, paused, then moved to a word
+    page.evaluate("() => document.querySelectorAll('#result-stream audio').forEach(a => a.pause())")
+    page.locator("#result-audio button[aria-label='Play']").click()
+    page.locator("#result-audio button[aria-label='Pause']").click()
+    waveform = page.locator("#result-audio #waveform audio")
+    for text, start, end in (placed[2], placed[-2]):
+        waveform.evaluate("(player, t) => { player.currentTime = t; }", (start + end) / 2)
+        page.wait_for_function(
+            "w => document.querySelector('#result-lines span.word.spoken')?.innerText === w",
+            arg=text,
+            timeout=10_000,
+        )
     link = page.locator("#result-captions a").first
     link.wait_for(timeout=30_000)
     assert ".vtt" in (link.get_attribute("href") or "")

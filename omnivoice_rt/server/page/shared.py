@@ -433,21 +433,39 @@ def word_span(word) -> str:
 
 
 # The page's script: the word of the result's lines whose time a result's player is at is marked
-# ``spoken`` (media events reach a capturing listener on the document); the streamed pieces'
-# player plays the whole result's timeline too (its pieces, joined in order)
+# ``spoken``. The streamed pieces' player (which plays the whole result's timeline too, its pieces
+# joined in order) is in the document: its media events reach a capturing listener there. Gradio's
+# waveform player of the whole result keeps its media element in a shadow root, which its events
+# never leave: that element is found, and followed itself, when the player is pressed or keyed
+# (before it plays or seeks)
 HIGHLIGHT = """<script>
 (() => {
-  const mark = (event) => {
-    const player = event.target;
-    const ours = player instanceof HTMLMediaElement && player.closest('#result-audio, #result-stream');
-    if (!ours) return;
+  const mark = (player) => {
     const now = player.currentTime;
     for (const span of document.querySelectorAll('#result-lines span.word[title]')) {
       const [start, end] = span.title.split('-').map(parseFloat);
       span.classList.toggle('spoken', start <= now && now < end);
     }
   };
-  for (const kind of ['timeupdate', 'seeked', 'play']) document.addEventListener(kind, mark, true);
+  const EVENTS = ['timeupdate', 'seeked', 'play'];
+  const inDocument = (event) => {
+    const player = event.target;
+    if (player instanceof HTMLMediaElement && player.closest('#result-audio, #result-stream')) mark(player);
+  };
+  for (const kind of EVENTS) document.addEventListener(kind, inDocument, true);
+  const followed = new WeakSet();
+  const inShadow = (event) => {
+    const box = event.target instanceof Element && event.target.closest('#result-audio');
+    if (!box) return;
+    for (const host of box.querySelectorAll('*')) {
+      for (const player of host.shadowRoot?.querySelectorAll('audio, video') ?? []) {
+        if (followed.has(player)) continue;
+        followed.add(player);
+        for (const kind of EVENTS) player.addEventListener(kind, () => mark(player));
+      }
+    }
+  };
+  for (const kind of ['pointerdown', 'keydown']) document.addEventListener(kind, inShadow, true);
 })();
 </script>
 """
