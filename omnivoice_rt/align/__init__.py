@@ -28,6 +28,7 @@ import numpy as np
 from omnivoice_rt.align import dtw, features
 from omnivoice_rt.errors import AlignError  # raised here, and named as this package's
 from omnivoice_rt.limits import MAX_ALIGN_S, MAX_ALIGN_WORDS
+from omnivoice_rt.text.written import script, unspaced
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +39,6 @@ BAND_S, BAND_SHARE = 2.0, 0.15  # the warp's band: this much either side of the 
 NEAR_S = 0.05
 ONSET_DB = 35.0  # a template word's sound starts where it comes within this of the loudest
 
-# scripts written without spaces between words: aligned character by character
-_UNSPACED = ("CJK", "HIRAGANA", "KATAKANA", "THAI", "LAO", "KHMER", "MYANMAR", "TIBETAN")
 # languages whose eSpeak NG voice has another name than their code
 _VOICES = {"zh": "cmn", "arb": "ar", "cmn": "cmn", "yue": "yue", "nb": "nb", "fil": "tl"}
 # a text with no language named: the voice for its script
@@ -112,10 +111,6 @@ class Word:
         return Word(self.word, round(self.start + seconds, 3), round(self.end + seconds, 3))
 
 
-def _script(char: str) -> str:
-    return unicodedata.name(char, "").split(" ")[0]
-
-
 def words_of(text: str) -> list[str]:
     """The words of ``text`` as written: split at spaces, a script without them character by
     character; punctuation stays with the word before it (or the first word after it)."""
@@ -148,7 +143,7 @@ def _pieces(token: str) -> list[str]:
 
 
 def _unspaced(piece: str) -> bool:
-    return any(_script(c) in _UNSPACED for c in piece)
+    return any(map(unspaced, piece))
 
 
 def voice_for(language: str | None, text: str, engine) -> str:
@@ -158,8 +153,8 @@ def voice_for(language: str | None, text: str, engine) -> str:
         candidates += [_VOICES.get(language, language), language.split("-")[0]]
     letters = [c for c in text if c.isalpha()]
     if letters:
-        script = max(set(map(_script, letters)), key=[_script(c) for c in letters].count)
-        candidates.append(_SCRIPTS.get(script, "en"))
+        scripts = [script(c) for c in letters]
+        candidates.append(_SCRIPTS.get(max(set(scripts), key=scripts.count), "en"))
     for voice in [*candidates, "en"]:
         if engine.has_voice(voice):
             return voice

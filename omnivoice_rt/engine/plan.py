@@ -27,6 +27,7 @@ from omnivoice_rt.request import GenerationSettings
 from omnivoice_rt.text.chunks import chunk_text_punctuation
 from omnivoice_rt.text.durations import estimate_frames
 from omnivoice_rt.text.markup import Silence, pause_seconds
+from omnivoice_rt.text.written import written_pieces
 
 # ``growing``: each piece after a short first one this many times the one before
 PIECE_GROWTH = 1.3
@@ -96,15 +97,23 @@ def plan_parts(
             piece_seconds,
             first_seconds if index == 0 else None,
         )
-        for piece in planned:
+        for piece, written in zip(planned, _written(segment, planned), strict=True):
             piece.segment, piece.language = index, segment.language
             piece.ref_from_first = piece.ref_from_first or from_first
-            if len(planned) == 1:
-                piece.written = segment.text
-            elif segment.text == segment.spoken:
-                piece.written = piece.text
+            piece.written = written
         pieces += planned
     return Plan(pieces, silences)
+
+
+def _written(segment, planned: list[Piece]) -> list[str | None]:
+    """Each piece of a segment as written (None where unknown): the segment's text where it is
+    one piece or was read as written, else the written words read as each piece's."""
+    if len(planned) == 1:
+        return [segment.text]
+    if segment.text == segment.spoken:
+        return [piece.text for piece in planned]
+    cut = written_pieces(segment.text, segment.spoken, [piece.text for piece in planned])
+    return cut or [None] * len(planned)
 
 
 def plan_pieces(

@@ -1,13 +1,18 @@
 """A request's pieces (``engine/plan.py``): upstream's ~15 s pieces, or with ``first_seconds`` (a
-server's streams) a short first piece and pieces growing to upstream's, the text whole either way."""
+server's streams) a short first piece and pieces growing to upstream's, the text whole either way;
+and each piece as written where normalization read the text otherwise."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from omnivoice_rt.engine.plan import PIECE_GROWTH, plan_pieces
+from omnivoice_rt.engine.plan import PIECE_GROWTH, plan_parts, plan_pieces
 from omnivoice_rt.request import GenerationSettings
+from omnivoice_rt.speech import Speech
+from omnivoice_rt.text.markup import Segment
+from omnivoice_rt.text.written import tokens, written_pieces
 
 RATE = 25.0  # frames a second
 SENTENCE = st.text(st.sampled_from("abcdefgh "), min_size=8, max_size=120).map(
@@ -67,3 +72,62 @@ def test_a_first_piece_of_no_length_is_refused():
     for bad in (0.0, -1.0, float("nan")):
         with pytest.raises(ValueError, match="first_seconds takes a number of seconds above 0"):
             plan(LONG, bad)
+
+
+@pytest.mark.parametrize(
+    "written, spoken, pieces, expected",
+    [
+        (
+            "It costs $5. Pay now.",
+            "It costs five dollars. Pay now.",
+            ["It costs five dollars.", "Pay now."],
+            ["It costs $5.", "Pay now."],
+        ),
+        (  # a script without spaces: a character a word
+            "我有3个苹果。他有10个。",
+            "我有三个苹果。他有十个。",
+            ["我有三个苹果。", "他有十个。"],
+            ["我有3个苹果。", "他有10个。"],
+        ),
+        (
+            "Meet at 10:30. It is 2024. Bye.",
+            "Meet at ten thirty. It is twenty twenty four. Bye.",
+            ["Meet at ten thirty.", "It is twenty twenty four.", "Bye."],
+            ["Meet at 10:30.", "It is 2024.", "Bye."],
+        ),
+        ("A 1. B 2.", "A one. B two.", ["A one.", "C three."], None),  # not the reading cut
+    ],
+)
+def test_a_read_texts_pieces_are_found_as_written(written, spoken, pieces, expected):
+    assert written_pieces(written, spoken, pieces) == expected
+
+
+NUMBERS = st.lists(st.integers(0, 999), min_size=1, max_size=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(SENTENCE, NUMBERS), min_size=2, max_size=40))
+def test_a_long_segment_read_otherwise_keeps_every_written_word_once_in_order(sentences):
+    """A segment whose numbers were read as words ("7" as "seven seven"), cut into pieces: the
+    pieces as written hold the written words, each once, in order."""
+    written = " ".join(f"{s} {' '.join(map(str, n))}." for s, n in sentences)
+    spoken = " ".join(f"{s} {' '.join(f'w{k} w{k}' for k in n)}." for s, n in sentences)
+    plan = plan_parts(
+        [Segment(written, spoken=spoken)], None, None, None, None, GenerationSettings(), RATE, 4.0
+    )
+    found = [p.written for p in plan.pieces]
+    if len(found) > 1:
+        assert all(found)
+        assert [w for text in found for w, _ in tokens(text)] == [w for w, _ in tokens(written)]
+
+
+def test_a_long_normalized_streams_captions_show_each_sentence_as_written(fp32_voice):
+    """A stream piece by piece of a text whose numbers are read as words: each caption shows its
+    sentence as written (and the words aligned are those), its text as read."""
+    sentences = [f"This is sentence number {n} of a longer text." for n in (3, 14, 250)]
+    stream = fp32_voice.stream(
+        " ".join(sentences), seed=1, num_step=4, sentences=True, normalize_text=True
+    )
+    captions = Speech.join(list(stream)).captions
+    assert [c.written for c in captions] == sentences
+    assert "three" in captions[0].text and "3" not in captions[0].text
