@@ -38,6 +38,10 @@ BAND_S, BAND_SHARE = 2.0, 0.15  # the warp's band: this much either side of the 
 # a word placed where the recording has no sound over its noise within this is not placed
 NEAR_S = 0.05
 ONSET_DB = 35.0  # a template word's sound starts where it comes within this of the loudest
+# what the warp pays to leave a word out (a word never spoken): SKIP_SCALE x (SKIP_BASE +
+# SKIP_PER_FRAME a frame of the word's sound), in the frames' distance; None: never
+SKIP_SCALE: float | None = None
+SKIP_BASE, SKIP_PER_FRAME = 2.0, 0.15
 
 # languages whose eSpeak NG voice has another name than their code
 _VOICES = {"zh": "cmn", "arb": "ar", "cmn": "cmn", "yue": "yue", "nb": "nb", "fil": "tl"}
@@ -266,7 +270,7 @@ def _placed(words: list[str], recording: np.ndarray, template) -> list[Word]:
     if not dtw.reachable(len(ours), len(theirs), half):  # far more text than was said
         logger.info("alignment: the text is too long for its recording; no word placed")
         return unplaced(words)
-    path = dtw.warp(ours, theirs, sounds, gaps, half)
+    path = dtw.warp(ours, theirs, sounds, gaps, half, _skip_costs(sounds, gaps, len(theirs)))
     # a word starts where its sound is reached, less the faint frames before that sound
     starts = np.clip(np.searchsorted(path, sounds) - lead, 0, len(path) - 1)
     heard = _over(spectra, noise)
@@ -275,6 +279,8 @@ def _placed(words: list[str], recording: np.ndarray, template) -> list[Word]:
     # a word found only where the recording holds no sound over its noise was not spoken there
     loud, near = _over(recording, noise), round(NEAR_S / features.HOP_S)
     lost = [not loud[max(a - near, 0) : b + near].any() for a, b in zip(starts, stops, strict=True)]
+    if SKIP_SCALE is not None:
+        lost = np.array(lost) | dtw.skipped(path, sounds, gaps)
     # in order, and no word ends after the next one starts
     starts = np.maximum.accumulate(starts)
     stops = np.maximum(np.minimum(stops, np.r_[starts[1:], len(path)]), starts)
@@ -288,6 +294,17 @@ def _placed(words: list[str], recording: np.ndarray, template) -> list[Word]:
     if missing:
         logger.info("alignment: %d of %d words not placed", missing, len(result))
     return result
+
+
+def _skip_costs(sounds: np.ndarray, gaps: np.ndarray, frames: int) -> np.ndarray | None:
+    """What the warp pays to leave each word out (``SKIP_SCALE``; the first and last word:
+    never)."""
+    if SKIP_SCALE is None:
+        return None
+    length = np.r_[gaps[1:], frames] - sounds
+    costs = SKIP_SCALE * (SKIP_BASE + SKIP_PER_FRAME * length)
+    costs[[0, -1]] = np.inf
+    return costs.astype(np.float32)
 
 
 def _seconds(value: float, placed: bool) -> float | None:

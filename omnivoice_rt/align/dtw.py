@@ -27,11 +27,19 @@ def reachable(frames: int, template_frames: int, half: int) -> bool:
 
 
 def warp(
-    recording: np.ndarray, template: np.ndarray, onsets: np.ndarray, gaps: np.ndarray, half: int
+    recording: np.ndarray,
+    template: np.ndarray,
+    onsets: np.ndarray,
+    gaps: np.ndarray,
+    half: int,
+    skips: np.ndarray | None = None,
 ) -> np.ndarray:
     """For each recording frame, the template frame it takes. ``onsets``: the template frame
     where each word's sound starts; ``gaps``: where the silence before it starts (an onset is
-    reached from anywhere in ``[gap - 1, onset)`` in one step); ``half``: half the band."""
+    reached from anywhere in ``[gap - 1, onset)`` in one step); ``half``: half the band.
+    ``skips``: what leaving each word out costs (inf: never): word k's onset leapt over from
+    where word k-1 could start (``[gap - 1, onset)`` of word k-1), one word or two side by side,
+    so that a word never spoken takes no frames (:func:`skipped` finds it on the path)."""
     n, m = len(recording), len(template)
     if n == 0 or m == 0:
         return np.zeros(n, np.int64)
@@ -64,6 +72,8 @@ def warp(
             k = int(np.argmin(segment))
             if segment[k] < best[onset - lo]:
                 best[onset - lo], step[onset - lo] = segment[k], onset - source - k
+        if skips is not None:
+            _leave_out(prev, best, step, lo, hi, onsets, sources, skips)
         row = np.full(m, inf, np.float32)
         row[lo:hi] = best + _cost(recording[i], template[lo:hi])
         if not np.isfinite(row[lo:hi]).any():
@@ -77,6 +87,43 @@ def warp(
         if i:
             j -= int(back[i, j - lows[i]])
     return path
+
+
+def _leave_out(prev, best, step, lo, hi, onsets, sources, skips) -> None:
+    """Into ``best`` and ``step`` (the row's cells from ``lo``): each onset in the band reached
+    from where the word one or two before it could start (the cheapest cell of its
+    ``[source, onset)``), for what leaving those words out costs."""
+    targets = np.flatnonzero((onsets >= lo) & (onsets < hi))
+    targets = targets[targets >= 2]  # the first word is never left out
+    if not targets.size:
+        return
+    first = max(int(targets[0]) - 2, 1)
+    words = np.arange(first, int(targets[-1]))
+    edges = np.stack([sources[words], onsets[words]], 1).reshape(-1)
+    starts = np.minimum.reduceat(prev, edges)[::2]  # each word's cheapest place to start
+    starts[sources[words] >= onsets[words]] = np.inf  # a word with no room before it
+    cost = np.full(len(targets), np.inf, np.float32)
+    left = np.zeros(len(targets), np.int64)
+    for back in (1, 2):  # leaving out one word, or two side by side
+        lefts = targets - back
+        usable = lefts >= 1
+        leaving = skips[targets - 1] + (skips[lefts] if back == 2 else 0)
+        here = np.where(usable, starts[np.maximum(lefts, first) - first] + leaving, np.inf)
+        better = here < cost
+        cost[better], left[better] = here[better], lefts[better]
+    cells = onsets[targets] - lo
+    for t, cell, c, w in zip(targets, cells, cost, left, strict=True):
+        if c < best[cell]:
+            k = int(np.argmin(prev[sources[w] : onsets[w]]))
+            best[cell], step[cell] = c, onsets[t] - sources[w] - k
+
+
+def skipped(path: np.ndarray, onsets: np.ndarray, gaps: np.ndarray) -> np.ndarray:
+    """Which words the path leaves out: no recording frame takes a template frame of their
+    sound (``[onset, next gap)``; the last word is never left out)."""
+    ends = np.r_[gaps[1:], np.iinfo(np.int64).max]
+    taken = np.searchsorted(path, ends) > np.searchsorted(path, onsets)
+    return ~taken
 
 
 def _cost(frame: np.ndarray, frames: np.ndarray) -> np.ndarray:

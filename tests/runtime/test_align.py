@@ -14,7 +14,7 @@ import pytest
 import soundfile as sf
 
 from bench.align import TEXTS, measure, onsets
-from omnivoice_rt.align import AlignError, align, espeak, words_of
+from omnivoice_rt.align import AlignError, align, dtw, espeak, words_of
 from omnivoice_rt.limits import MAX_ALIGN_S, MAX_ALIGN_WORDS
 from omnivoice_rt.speech import Speech
 
@@ -162,6 +162,24 @@ def cli(*args, cwd=ROOT):
         text=True,
         timeout=120,
     )
+
+
+def test_the_warp_leaves_out_a_word_never_spoken_only_where_that_is_cheaper():
+    """Three words of ten frames each (features 0, 5, 10); a recording of the first and last:
+    without a cost to leave a word out the middle one is squeezed between them; with one, it is
+    left out and found so; a recording of all three keeps every word at any cost."""
+    template = np.repeat([0.0, 5.0, 10.0], 10)[:, None].astype(np.float32)
+    onsets = gaps = np.array([0, 10, 20])
+    said = np.repeat([0.0, 10.0], 10)[:, None].astype(np.float32)
+    squeezed = dtw.warp(said, template, onsets, gaps, half=30)
+    assert dtw.skipped(squeezed, onsets, gaps).tolist() == [False, False, False]
+    skips = np.array([np.inf, 1.0, np.inf], np.float32)
+    left_out = dtw.warp(said, template, onsets, gaps, half=30, skips=skips)
+    assert dtw.skipped(left_out, onsets, gaps).tolist() == [False, True, False]
+    assert left_out[:10].max() < 10 and left_out[10:].min() >= 20
+    free = np.array([np.inf, 0.0, np.inf], np.float32)
+    whole = dtw.warp(template, template, onsets, gaps, half=30, skips=free)
+    assert dtw.skipped(whole, onsets, gaps).tolist() == [False, False, False]
 
 
 def test_the_align_tool_writes_every_word_with_its_times(tmp_path):

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""How often the word aligner reports a word that was never spoken, and how often it wrongly
+reports a spoken one, for each cost of leaving a word out (``omnivoice_rt.align.SKIP_SCALE``).
+
+    python bench/missing.py [--scales none,0.9,1.2,1.5] [--seeds 12] [--languages en,ru,...]
+
+The speech is ``bench/align.py``'s (every word at its own rate, pauses, 20 dB SNR noise; six
+languages of six scripts, both texts). Each rendering is aligned three ways: whole (every
+unplaced word a false report), with one interior word cut out (from its sound's start to the
+next word's) and with two adjacent ones cut out (a hit: every cut word unplaced; every other
+unplaced word a false report). Prints, per scale and text (main, held out): the share of
+missing words found, spoken words unplaced per 100 on whole speech and on speech with words
+cut, and the aligner's time against the scale ``none``'s; then one machine line with the CPU.
+
+Extras: align (eSpeak NG).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import omnivoice_rt.align as aligner  # noqa: E402
+from bench.align import TEXTS, varied  # noqa: E402
+from bench.benchmark import machine  # noqa: E402
+
+
+def trials(language: str, text: str, seeds: int):
+    """For each seed: the rendering whole, with one word cut, with two cut (audio, rate, the
+    cut words' indices, the words with a true start)."""
+    words = aligner.words_of(text)
+    joiner = "" if language == "cmn" else " "
+    for seed in range(seeds):
+        rng = np.random.default_rng(1000 + seed)
+        x, rate, truth = varied(words, language, joiner, rng)
+        known = np.isfinite(truth)
+        yield x, rate, [], known
+        for count in (1, 2):
+            # an interior word (never the first or last) whose start and the next kept one's
+            # are known
+            options = [
+                k for k in range(1, len(words) - count - 1) if known[k : k + count + 1].all()
+            ]
+            k = int(rng.choice(options))
+            cut = slice(int(truth[k] * rate), int(truth[k + count] * rate))
+            kept = np.r_[x[: cut.start], x[cut.stop :]]
+            yield kept, rate, list(range(k, k + count)), known
+
+
+def measure(scale: float | None, cases) -> dict:
+    aligner.SKIP_SCALE = scale
+    found = missing = false_whole = words_whole = false_cut = words_cut = 0
+    took = 0.0
+    for text, language, x, rate, cut, known in cases:
+        started = time.perf_counter()
+        result = aligner.align(x, rate, text, language)
+        took += time.perf_counter() - started
+        lost = np.array([w.start is None for w in result])
+        others = known.copy()
+        others[cut] = False
+        wrong = int((lost & others).sum())
+        if cut:
+            missing += 1
+            found += int(lost[cut].all())
+            false_cut, words_cut = false_cut + wrong, words_cut + int(others.sum())
+        else:
+            false_whole, words_whole = false_whole + wrong, words_whole + int(others.sum())
+    return {
+        "found": found / max(missing, 1),
+        "false_whole": 100 * false_whole / max(words_whole, 1),
+        "false_cut": 100 * false_cut / max(words_cut, 1),
+        "took": took,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scales", default="none,0.9,1.2,1.5")
+    parser.add_argument("--seeds", type=int, default=12)
+    parser.add_argument("--languages", default=",".join(TEXTS))
+    args = parser.parse_args()
+    scales = [None if s == "none" else float(s) for s in args.scales.split(",")]
+    line = []
+    for index, name in enumerate(("main", "held")):
+        cases = [
+            (TEXTS[lang][index], lang, *case)
+            for lang in args.languages.split(",")
+            for case in trials(lang, TEXTS[lang][index], args.seeds)
+        ]
+        base = None
+        for scale in scales:
+            r = measure(scale, cases)
+            base = base or r["took"]
+            label = "none" if scale is None else f"{scale:g}"
+            print(
+                f"{name:4} scale {label:>4}: found {100 * r['found']:5.1f}%  spoken unplaced "
+                f"per 100: whole {r['false_whole']:.2f}, cut {r['false_cut']:.2f}  "
+                f"time {r['took'] / base:.2f}x",
+                flush=True,
+            )
+            line += [f"found_{name}_{label}={r['found']:.3f}"]
+            line += [f"false_{name}_{label}={r['false_whole']:.2f}"]
+    print(" ".join([*line, f"cpu='{machine()}'"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
