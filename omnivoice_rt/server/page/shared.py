@@ -433,7 +433,8 @@ def word_span(word) -> str:
 
 
 # The page's script: the word of the result's lines whose time a result's player is at is marked
-# ``spoken``. The streamed pieces' player (which plays the whole result's timeline too, its pieces
+# ``spoken``, from the moment a seek starts (a streamed player's seek may wait for data). The
+# streamed pieces' player (which plays the whole result's timeline too, its pieces
 # joined in order) is in the document: its media events reach a capturing listener there. Gradio's
 # waveform player of the whole result keeps its media element in a shadow root, which its events
 # never leave: that element is found, and followed itself, when the player is pressed or keyed
@@ -447,7 +448,7 @@ HIGHLIGHT = """<script>
       span.classList.toggle('spoken', start <= now && now < end);
     }
   };
-  const EVENTS = ['timeupdate', 'seeked', 'play'];
+  const EVENTS = ['timeupdate', 'seeking', 'seeked', 'play'];
   const inDocument = (event) => {
     const player = event.target;
     if (player instanceof HTMLMediaElement && player.closest('#result-audio, #result-stream')) mark(player);
