@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from difflib import SequenceMatcher
+from bisect import bisect_left
 
 # scripts written without spaces between words: a word is a character
 UNSPACED = ("CJK", "HIRAGANA", "KATAKANA", "THAI", "LAO", "KHMER", "MYANMAR", "TIBETAN")
+# where the written and the read text part, they meet again within this many words on each side
+# (a number read as words: "1,234,567" is nine)
+REACH = 16
+_END = object()
 
 
 def script(char: str) -> str:
@@ -47,28 +51,55 @@ def tokens(text: str) -> list[tuple[str, int]]:
 def written_pieces(written: str, spoken: str, pieces: list[str]) -> list[str | None] | None:
     """Each of ``pieces`` (``spoken`` cut in order) as ``written``: the written words that were
     read as its words (a written word read as several goes to the piece of the first); None for
-    a piece given no written word, and None for all where the pieces are not ``spoken`` cut."""
+    a piece given no written word, and None for all where the pieces are not ``spoken`` cut or
+    the two texts part for longer than ``REACH`` words."""
     said, wrote = tokens(spoken), tokens(written)
+    starts = [start for _, start in said]
     firsts, at = [], 0  # each piece's first word among the spoken words
     for piece in pieces:
         found = spoken.find(piece.strip(), at)
         if found < 0:
             return None
-        firsts.append(sum(1 for _, start in said if start < found))
+        firsts.append(bisect_left(starts, found))
         at = found + len(piece.strip())
-    # each spoken word's first written word (None: it is read from the word before it)
-    origin: list[int | None] = [None] * len(said)
-    matcher = SequenceMatcher(None, [w for w, _ in said], [w for w, _ in wrote], autojunk=False)
-    for tag, i1, i2, j1, _ in matcher.get_opcodes():
-        if tag == "equal":
-            origin[i1:i2] = range(j1, j1 + i2 - i1)
-        elif tag == "replace":
-            origin[i1] = j1
-    starts = [0]
+    origin = _origins([w for w, _ in said], [w for w, _ in wrote])
+    if origin is None:
+        return None
+    begins = [0]  # each piece's first written word
     for first in firsts[1:]:
         while first > 0 and (first >= len(said) or origin[first] is None):
             first -= 1
-        starts.append(max(origin[first] or 0, starts[-1]))
-    offsets = [wrote[j][1] if j < len(wrote) else len(written) for j in starts] + [len(written)]
+        begins.append(max(origin[first] or 0, begins[-1]))
+    offsets = [wrote[j][1] if j < len(wrote) else len(written) for j in begins] + [len(written)]
     texts = [written[a:b].strip() for a, b in zip(offsets, offsets[1:], strict=False)]
     return [text or None for text in texts]
+
+
+def _origins(said: list[str], wrote: list[str]) -> list[int | None] | None:
+    """Each spoken word's first written word (None: it is read from the one before it), walking
+    both texts in step: where they part, the nearest place they meet again (fewest words skipped
+    on both sides, each within ``REACH``); None where they do not meet. Linear in the words
+    (a text's numbers, dates and money change only the words they are)."""
+    origin: list[int | None] = [None] * len(said)
+    n, m = len(said), len(wrote)
+    said, wrote = [*said, _END], [*wrote, _END]  # the ends meet
+    i = j = 0
+    while i < n and j < m:
+        origin[i] = j
+        if said[i] == wrote[j]:
+            i, j = i + 1, j + 1
+            continue
+        met = _meeting(said, wrote, i, j)
+        if met is None:
+            return None
+        i, j = met
+    return origin
+
+
+def _meeting(said: list[str], wrote: list[str], i: int, j: int) -> tuple[int, int] | None:
+    for skipped in range(1, 2 * REACH):
+        for ahead in range(max(0, skipped - REACH + 1), min(skipped, REACH - 1) + 1):
+            a, b = i + ahead, j + skipped - ahead
+            if a < len(said) and b < len(wrote) and said[a] == wrote[b]:
+                return a, b
+    return None

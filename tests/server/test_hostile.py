@@ -274,6 +274,27 @@ def test_hostile_scripts_are_refused_in_bounded_time_and_memory(tmp_path):
         assert words in str(caught.value) and "secret" not in str(caught.value), caught.value
 
 
+def test_a_long_text_read_otherwise_is_matched_to_its_pieces_in_bounded_time():
+    """A text at the length limit whose reading differs at every other word ("a 1" read "a
+    one", 2,500 times) or everywhere, cut into hundreds of pieces: each piece is found as
+    written (or none is) at once; a general diff of the two texts took 535 s on the first."""
+    from omnivoice_rt.text.written import written_pieces
+
+    every_other = " ".join("a 1." if k % 7 == 0 else "a 1" for k in range(2_500))
+    everywhere = " ".join(f"{k}." for k in range(2_500))
+    for written, spoken, matched in (
+        (every_other, every_other.replace("1", "one"), True),
+        (everywhere, " ".join("word." for _ in range(2_500)), False),  # never meet again
+    ):
+        pieces = [piece.strip() + "." for piece in spoken.split(".") if piece.strip()]
+        started = time.perf_counter()
+        found = written_pieces(written, spoken, pieces)
+        assert time.perf_counter() - started < 1.0
+        assert (found is not None) == matched
+        if matched:
+            assert " ".join(found).split() == written.split()
+
+
 # ----------------------------------------------------------------------------- through the server
 
 
