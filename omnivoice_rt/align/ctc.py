@@ -88,9 +88,13 @@ class CtcAligner:
 
     def spelled(self, word: str) -> list[int]:
         """``word``'s labels: lower-cased, an accent taken off where the labels lack the letter
-        with it, characters the labels lack left out."""
+        with it, characters the labels lack left out, and so are punctuation marks but the
+        apostrophe (labels such as MMS-FA's ``*``, any sound, or wav2vec2's ``|``, a word's end,
+        are the model's own tokens, not the text's)."""
         ids = []
         for char in word.lower():
+            if not (char.isalnum() or char == "'"):
+                continue
             if char not in self.index:
                 char = unicodedata.normalize("NFKD", char)[:1]
             if char in self.index:
