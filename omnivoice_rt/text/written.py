@@ -17,9 +17,10 @@ from bisect import bisect_left
 
 # scripts written without spaces between words: a word is a character
 UNSPACED = ("CJK", "HIRAGANA", "KATAKANA", "THAI", "LAO", "KHMER", "MYANMAR", "TIBETAN")
-# where the written and the read text part, they meet again within this many words on each side
-# (a number read as words: "1,234,567" is nine)
-REACH = 16
+# where the written and the read text part, they meet again within this many written words
+# ("1 000 000" is three) and this many read ones ("$31,415,926,535" is 21)
+REACH_WRITTEN, REACH_SPOKEN = 8, 40
+SENTENCE_ENDS = ".!?。！？"
 _END = object()
 
 
@@ -51,9 +52,11 @@ def tokens(text: str) -> list[tuple[str, int]]:
 def written_pieces(written: str, spoken: str, pieces: list[str]) -> list[str | None] | None:
     """Each of ``pieces`` (``spoken`` cut in order) as ``written``: the written words that were
     read as its words (a written word read as several goes to the piece of the first); None for
-    a piece given no written word, and None for all where the pieces are not ``spoken`` cut or
-    the two texts part for longer than ``REACH`` words."""
+    a piece given no written word, and None for all where the pieces are not ``spoken`` cut
+    (each with words) or the two texts part for longer than ``_meeting`` looks."""
     said, wrote = tokens(spoken), tokens(written)
+    if not said or not wrote or not all(piece.strip() for piece in pieces):
+        return None
     starts = [start for _, start in said]
     firsts, at = [], 0  # each piece's first word among the spoken words
     for piece in pieces:
@@ -77,9 +80,9 @@ def written_pieces(written: str, spoken: str, pieces: list[str]) -> list[str | N
 
 def _origins(said: list[str], wrote: list[str]) -> list[int | None] | None:
     """Each spoken word's first written word (None: it is read from the one before it), walking
-    both texts in step: where they part, the nearest place they meet again (fewest words skipped
-    on both sides, each within ``REACH``); None where they do not meet. Linear in the words
-    (a text's numbers, dates and money change only the words they are)."""
+    both texts in step; where they part, on from where they meet again (:func:`_meeting`); None
+    where they do not. Linear in the words: a text's numbers, dates and money change only the
+    words they are."""
     origin: list[int | None] = [None] * len(said)
     n, m = len(said), len(wrote)
     said, wrote = [*said, _END], [*wrote, _END]  # the ends meet
@@ -96,10 +99,26 @@ def _origins(said: list[str], wrote: list[str]) -> list[int | None] | None:
     return origin
 
 
-def _meeting(said: list[str], wrote: list[str], i: int, j: int) -> tuple[int, int] | None:
-    for skipped in range(1, 2 * REACH):
-        for ahead in range(max(0, skipped - REACH + 1), min(skipped, REACH - 1) + 1):
-            a, b = i + ahead, j + skipped - ahead
-            if a < len(said) and b < len(wrote) and said[a] == wrote[b]:
+def _meeting(said: list, wrote: list, i: int, j: int) -> tuple[int, int] | None:
+    """Where the texts, parted at spoken word ``i`` and written word ``j``, meet again: the
+    fewest written words skipped (a written stretch read otherwise is short, its reading may be
+    long: "$105" is "one hundred and five dollars"), then the fewest spoken, within
+    ``REACH_WRITTEN`` and ``REACH_SPOKEN`` words; sure (two words in a row alike, both ends, or
+    a word alike after a sentence's end on both sides) where there is such a place, else the
+    first word alike (a list of numbers read as words)."""
+    first = None
+    for b in range(j, min(j + REACH_WRITTEN, len(wrote) - 1) + 1):
+        for a in range(i, min(i + REACH_SPOKEN, len(said) - 1) + 1):
+            if (a, b) == (i, j) or said[a] != wrote[b]:
+                continue
+            if said[a] is _END or said[a + 1] == wrote[b + 1]:
                 return a, b
-    return None
+            if a > i and b > j and _ends(said[a - 1]) and _ends(wrote[b - 1]):
+                return a, b
+            first = first or (a, b)
+    return first
+
+
+def _ends(word: str) -> bool:
+    """Whether a word ends a sentence."""
+    return word[-1] in SENTENCE_ENDS
