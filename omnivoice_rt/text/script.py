@@ -241,6 +241,7 @@ class _Voices:
         self.open: list[tuple[str, dict]] = []  # the elements open: (name, attributes)
         self.body: list[str] = []  # the current turn's document since its start
         self.head, self.line, self.said, self.elements = "", 1, False, 0
+        self.run = ""  # the text since the last element, its last tag's length at most
         self.room = 0  # characters the turns' documents may still take
         self.parser = parser = expat.ParserCreate()
         parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
@@ -293,7 +294,7 @@ class _Voices:
         self.body, self.said, self.line = [], False, self.parser.CurrentLineNumber
 
     def start(self, name: str, attributes: dict) -> None:
-        self.elements += 1
+        self.elements, self.run = self.elements + 1, ""
         if self.elements > MAX_ELEMENTS or len(self.open) >= MAX_DEPTH:
             raise self.refuse(
                 f"the document is too large (at most {MAX_ELEMENTS} elements, {MAX_DEPTH} deep)"
@@ -322,6 +323,7 @@ class _Voices:
         self.turn_ends()  # the turn's head: the elements open around this <voice>
 
     def end(self, name: str) -> None:
+        self.run = ""
         if name == "voice":
             self.turn_ends()
             self.open.pop()
@@ -331,11 +333,15 @@ class _Voices:
         self.body.append(f"</{name}>")
 
     def characters(self, data: str) -> None:
-        if VOICE_TAG.search(data):
+        # expat gives a text in parts (at each entity: "[voice&#58;B]" is three), so a tag is
+        # looked for in the text so far since the last element
+        run = self.run + data
+        if (tag := VOICE_TAG.search(run)) is not None:
             raise self.refuse(
-                f"{VOICE_TAG.search(data).group(0)[:40]} inside SSML: write "
+                f"{tag.group(0)[:40]} inside SSML: write "
                 '<voice name="NAME">...</voice> around the turn instead'
             )
+        self.run = run[-len(f"[voice:{' ' * TAG_ROOM}]") :]
         self.body.append(escape(data))
         first = next((at for at, c in enumerate(data) if c.isalnum()), None)
         if first is not None and not self.said and not self.inside_sub:
