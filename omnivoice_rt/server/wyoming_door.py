@@ -397,6 +397,9 @@ class Connection(AsyncEventHandler):
                 "voices": {None: voice},  # each speaker's, a voice kept from its first sentence
                 "options": options,
                 "reader": TurnReader(named_lines=data.get("script") is True),
+                "script": data.get("script") is True,
+                "document": None,  # an SSML stream's text so far: spoken whole at its end
+                "begun": False,  # whether any text but spaces came
                 "speaker": None,  # whose turn it is
                 "text": "",  # the turn's text not yet spoken
                 "said": 0,
@@ -458,7 +461,21 @@ class Connection(AsyncEventHandler):
     async def stream_text(self, stream: dict, text: str, end: bool = False) -> None:
         """A stream's text as it comes: each sentence spoken once it is complete, in the voice
         of the speaker whose turn it is (a script's: "Name:" lines where the start said
-        ``script``, ``[voice:NAME]`` tags always; ``text.script.TurnReader``)."""
+        ``script``, ``[voice:NAME]`` tags always; ``text.script.TurnReader``). A stream that
+        starts with "<" (SSML) is read whole at its end, as a synthesize event's text is."""
+        if not stream["begun"] and text.strip():
+            stream["begun"] = True
+            if text.lstrip().startswith("<"):
+                stream["document"] = ""
+        if stream["document"] is not None:
+            stream["document"] += text
+            if end:
+                voice, options = stream["voices"][None], stream["options"]
+                pause = stream["turn_pause"]
+                await self.speak(
+                    stream["document"], voice, options, stream["script"], turn_pause=pause
+                )
+            return
         try:
             parts = stream["reader"].feed(text, end)
         except ScriptError as exc:

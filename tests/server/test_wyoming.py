@@ -214,6 +214,25 @@ def test_a_streamed_script_keeps_each_speakers_voice_across_the_stream(server, r
     assert len(audios(plain)) == 1 and plain[-1].type == "synthesize-stopped"  # no script
 
 
+def test_a_streamed_ssml_document_is_spoken_whole_at_its_end(server):
+    """A stream that starts with "<": an SSML document, read whole at the stream's stop, as a
+    synthesize event's text is (its <voice> elements a script, its breaks honoured)."""
+    _, port, _ = server
+    document = (
+        '<speak><voice name="alloy">Good morning.</voice><break time="500ms"/>'
+        '<voice name="echo">Morning!</voice></speak>'
+    )
+    chunks = ["  ", document[:20], document[20:55], document[55:]]
+    events = asyncio.run(stream_events(port, {"seed": 7, "num_step": 4}, chunks))
+    assert events[-1].type == "synthesize-stopped", events[-1]
+    (streamed,) = audios(events)
+    types, whole = speak(port, document, 7, num_step=4)
+    assert types[-1] == "audio-stop", types
+    np.testing.assert_array_equal(streamed, whole)
+    bad = asyncio.run(stream_events(port, {}, ["<speak><voice name='Zed'>", "Hi.</voice></speak>"]))
+    assert bad[-1].type == "error" and "Zed" in bad[-1].data["text"], bad[-1]
+
+
 @pytest.mark.parametrize(
     "start, chunks, code, words",
     [
