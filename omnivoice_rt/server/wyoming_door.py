@@ -81,7 +81,7 @@ from omnivoice_rt.speakers import merged_voices
 from omnivoice_rt.text.chunks import complete_sentences
 from omnivoice_rt.text.durations import estimate_frames
 from omnivoice_rt.text.languages import LANG_IDS, TAG_ALIASES, resolve_language
-from omnivoice_rt.text.markup import pause_seconds
+from omnivoice_rt.text.markup import is_ssml, pause_seconds
 from omnivoice_rt.text.script import ScriptError, TurnReader, has_tags
 from omnivoice_rt.voice_prompt import VoicePrompt
 from omnivoice_rt.voices import VoiceLibrary
@@ -399,7 +399,8 @@ class Connection(AsyncEventHandler):
                 "reader": TurnReader(named_lines=data.get("script") is True),
                 "script": data.get("script") is True,
                 "document": None,  # an SSML stream's text so far: spoken whole at its end
-                "begun": False,  # whether any text but spaces came
+                "begun": False,  # whether its start told whether it is SSML
+                "head": "",  # its text until then
                 "speaker": None,  # whose turn it is
                 "text": "",  # the turn's text not yet spoken
                 "said": 0,
@@ -461,11 +462,16 @@ class Connection(AsyncEventHandler):
     async def stream_text(self, stream: dict, text: str, end: bool = False) -> None:
         """A stream's text as it comes: each sentence spoken once it is complete, in the voice
         of the speaker whose turn it is (a script's: "Name:" lines where the start said
-        ``script``, ``[voice:NAME]`` tags always; ``text.script.TurnReader``). A stream that
-        starts with "<" (SSML) is read whole at its end, as a synthesize event's text is."""
-        if not stream["begun"] and text.strip():
-            stream["begun"] = True
-            if text.lstrip().startswith("<"):
+        ``script``, ``[voice:NAME]`` tags always; ``text.script.TurnReader``). An SSML document
+        (``markup.is_ssml``: its first six characters tell) is read whole at the stream's end,
+        as a synthesize event's text is."""
+        if not stream["begun"]:
+            stream["head"] += text
+            head = stream["head"].lstrip()
+            if not (end or len(head) >= len("<speak") or head[:1] not in ("", "<")):
+                return  # it may yet be "<speak"
+            stream["begun"], text = True, stream["head"]
+            if is_ssml(head):
                 stream["document"] = ""
         if stream["document"] is not None:
             stream["document"] += text

@@ -222,7 +222,7 @@ def test_a_streamed_ssml_document_is_spoken_whole_at_its_end(server):
         '<speak><voice name="alloy">Good morning.</voice><break time="500ms"/>'
         '<voice name="echo">Morning!</voice></speak>'
     )
-    chunks = ["  ", document[:20], document[20:55], document[55:]]
+    chunks = ["  ", document[:3], document[3:20], document[20:55], document[55:]]
     events = asyncio.run(stream_events(port, {"seed": 7, "num_step": 4}, chunks))
     assert events[-1].type == "synthesize-stopped", events[-1]
     (streamed,) = audios(events)
@@ -231,6 +231,9 @@ def test_a_streamed_ssml_document_is_spoken_whole_at_its_end(server):
     np.testing.assert_array_equal(streamed, whole)
     bad = asyncio.run(stream_events(port, {}, ["<speak><voice name='Zed'>", "Hi.</voice></speak>"]))
     assert bad[-1].type == "error" and "Zed" in bad[-1].data["text"], bad[-1]
+    # a text that only starts with "<" is no document: spoken a sentence at a time
+    plain = asyncio.run(stream_events(port, {"seed": 7}, ["<", "3 you. See you soon."]))
+    assert len(audios(plain)) == 2 and plain[-1].type == "synthesize-stopped"
 
 
 @pytest.mark.parametrize(
