@@ -95,8 +95,20 @@ def _origins(said: list[str], wrote: list[str]) -> list[int | None] | None:
         met = _meeting(said, wrote, i, j)
         if met is None:
             return None
+        _fill(origin, said, wrote, (i, j), met)
         i, j = met
     return origin
+
+
+def _fill(origin: list, said: list, wrote: list, parted: tuple, met: tuple) -> None:
+    """Words alike between where the texts parted and where they meet again, in order, as each
+    other's ("5 p.m. Be 1st." read "five PM Be first.": "Be" is "Be", so a piece starting there
+    starts there as written)."""
+    at = parted[1] + 1
+    for i in range(parted[0] + 1, met[0]):
+        alike = [b for b in range(at, met[1]) if wrote[b] == said[i]][:1]
+        if alike:
+            origin[i], at = alike[0], alike[0] + 1
 
 
 def _meeting(said: list, wrote: list, i: int, j: int) -> tuple[int, int] | None:

@@ -107,6 +107,12 @@ def test_a_first_piece_of_no_length_is_refused():
             ],
             ["The debt is $31,415,926,535.", "We paid it."],
         ),
+        (  # a sentence's full stop read away ("p.m." as "PM"): the next starts where it starts
+            "The meeting is at 5 p.m. Be 1st. Thanks.",
+            "The meeting is at five PM Be first. Thanks.",
+            ["The meeting is at five PM", "Be first.", "Thanks."],
+            ["The meeting is at 5 p.m.", "Be 1st.", "Thanks."],
+        ),
         (
             "Meet at 10:30. It is 2024. Bye.",
             "Meet at ten thirty. It is twenty twenty four. Bye.",
