@@ -424,8 +424,10 @@ class Connection(AsyncEventHandler):
             await self.stream_text(stream, text)
         elif SynthesizeStop.is_type(event.type):
             stream = self.streaming("synthesize-stop")
-            await self.stream_text(stream, "", end=True)
-            self.stream = None
+            try:
+                await self.stream_text(stream, "", end=True)
+            finally:  # ended, spoken or not: the next event is not this stream's
+                self.stream = None
             await self.write_event(SynthesizeStopped().event())
         else:
             raise WyomingError(

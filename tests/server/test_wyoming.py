@@ -214,6 +214,21 @@ def test_a_streamed_script_keeps_each_speakers_voice_across_the_stream(server, r
     assert len(audios(plain)) == 1 and plain[-1].type == "synthesize-stopped"  # no script
 
 
+async def failed_stream_then(port: int, document: str, text: str) -> list[Event]:
+    """A stream whose document cannot be spoken, then a synthesize on the same connection: the
+    answers up to that synthesize's audio-stop (or an error after the first)."""
+    async with AsyncTcpClient("127.0.0.1", port) as client:
+        await client.write_event(Event("synthesize-start", {}))
+        await client.write_event(SynthesizeChunk(document).event())
+        await client.write_event(SynthesizeStop().event())
+        events = [await asyncio.wait_for(client.read_event(), 60)]
+        await client.write_event(Event("synthesize", {"text": text, "seed": 1}))
+        while (event := await asyncio.wait_for(client.read_event(), 120)) is not None:
+            events.append(event)
+            if event.type in ("error", "audio-stop"):
+                return events
+
+
 def test_a_streamed_ssml_document_is_spoken_whole_at_its_end(server):
     """A stream that starts with "<": an SSML document, read whole at the stream's stop, as a
     synthesize event's text is (its <voice> elements a script, its breaks honoured)."""
@@ -231,6 +246,9 @@ def test_a_streamed_ssml_document_is_spoken_whole_at_its_end(server):
     np.testing.assert_array_equal(streamed, whole)
     bad = asyncio.run(stream_events(port, {}, ["<speak><voice name='Zed'>", "Hi.</voice></speak>"]))
     assert bad[-1].type == "error" and "Zed" in bad[-1].data["text"], bad[-1]
+    # on the same connection, the next synthesize is answered: the failed stream has ended
+    answered = asyncio.run(failed_stream_then(port, "<speak>Hi <oops</speak>", "Hello after."))
+    assert [e.type for e in answered][0] == "error" and answered[-1].type == "audio-stop"
     # a text that only starts with "<" is no document: spoken a sentence at a time
     plain = asyncio.run(stream_events(port, {"seed": 7}, ["<", "3 you. See you soon."]))
     assert len(audios(plain)) == 2 and plain[-1].type == "synthesize-stopped"
