@@ -37,9 +37,10 @@ from xml.sax.saxutils import escape, quoteattr
 from omnivoice_rt.limits import MAX_SCRIPT_CHARS, MAX_SPEAKER_CHARS, MAX_SPEAKERS
 from omnivoice_rt.text.markup import MAX_DEPTH, MAX_ELEMENTS, is_ssml
 
-TAG_ROOM = MAX_SPEAKER_CHARS + 8  # what a tag holds at most: a name and spaces around it
-# a longer "[voice:...]" is text, for a whole script and for one read as it arrives alike
-VOICE_TAG = re.compile(rf"\[voice:([^\]\n]{{0,{TAG_ROOM}}})\]", re.IGNORECASE)
+VOICE_TAG = re.compile(r"\[voice:([^\]\n]*)\]", re.IGNORECASE)
+# a tag's length but padded (a name and a few spaces): what an SSML text keeps of itself to
+# find a tag cut at character references
+TAG_ROOM = MAX_SPEAKER_CHARS + 8
 # "Name:" or "Name：" at a line's start: the name's candidate, checked by ``is_name``
 NAMED_LINE = re.compile(rf"[ \t]*([^:：\n]{{1,{MAX_SPEAKER_CHARS}}})[:：][ \t]*(.*)")
 SSML_VOICE = re.compile(r"<voice[\s/>]", re.IGNORECASE)  # an SSML document's <voice> element
@@ -224,10 +225,11 @@ class TurnReader:
 
 
 def _may_be_tag(text: str) -> bool:
-    """Whether ``text``, which starts "[", may yet become a ``[voice:NAME]`` tag."""
+    """Whether ``text``, which starts "[", may yet become a ``[voice:NAME]`` tag: it starts as
+    one and neither its "]" nor the line's end has come (held until then, however padded, so
+    that a stream reads a tag as ``parse`` does; a stream's text is bounded)."""
     head = text[: len("[voice:")].lower()
-    longest = len("[voice:]") + TAG_ROOM
-    return "[voice:".startswith(head) and "\n" not in text and len(text) <= longest
+    return "[voice:".startswith(head) and "\n" not in text and "]" not in text
 
 
 class _Voices:

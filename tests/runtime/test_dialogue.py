@@ -72,7 +72,7 @@ def test_a_script_read_as_it_arrives_gives_the_turns_of_the_whole(named_lines):
     text = (
         "Before.\nAnn: Hello there. How\n are you? [laughter] [voice:Bob] Fine [pause:1s] "
         "thanks.\r\n\nMaría：Hola.\rNote that: stays? [Voice: Ann ]no [voi\nce] [\n"
-        f"[voice:{' ' * 90}Bob] is text, too long for a tag\n"
+        f"[voice:{' ' * 90}Bob] a tag, however padded [voice:Ann and no end\n"
     )
     want = [(t.speaker, t.text) for t in script.parse(text, named_lines)]
     for size in range(1, 12):
