@@ -9,8 +9,9 @@ A caption's times are the samples its piece's audio occupies in the result (afte
 trimming, fades and pauses), exact: ``start_sample`` to ``end_sample``. ``text`` is what the
 model read (numbers as words, with ``normalize_text``), ``written`` the text as written (a
 long segment's piece: the written words read as its words, ``text/written.py``; None where the
-two texts could not be matched); the files show ``written`` where known. Words' times within a piece come from aligning its
-audio with its text (``omnivoice_rt.align``), asked for apart: :func:`write_words`.
+two texts could not be matched); the files show ``written`` where known. Words' times within a
+piece come from aligning its audio with its text (``omnivoice_rt.align``), asked for apart:
+:func:`write_words`.
 ``speaker`` names who says it (a dialogue script's turn, a dub's "Name:" cue): SRT writes
 "Name: text", WebVTT its voice tag ``<v Name>``, JSON a ``speaker`` field.
 """

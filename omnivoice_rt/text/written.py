@@ -6,8 +6,9 @@ and the read text word by word, so that its captions and word timings show what 
                    ["It costs five dollars.", "Pay now."])
     # ["It costs $5.", "Pay now."]
 
-A word is a run of characters between spaces, or one character of a script written without
-spaces (Chinese, Japanese kana, Thai: ``UNSPACED``), as the word aligner splits them."""
+A word here is a run of characters between spaces, or one character of a script written without
+spaces (Chinese, Japanese kana, Thai: ``UNSPACED``, the table the word aligner splits such
+scripts by too; it also joins punctuation to a word, which matching need not)."""
 
 from __future__ import annotations
 
