@@ -29,6 +29,9 @@ from omnivoice_rt.errors import AlignError, ArtifactError
 
 CTC_FILES = ["model.onnx", "aligner.json"]
 MAX_CTC_CELLS = 40_000_000  # frames x states of one alignment: its back-pointers, one byte each
+# what a path pays to leave a word out, in log-probability: a word is unplaced where the model
+# finds the recording's most likely path without it more than 1,000 times as likely as with it
+UNSAID: float | None = float(np.log(1_000))
 CTC_HINT = (
     "an aligner folder holds model.onnx (a CTC acoustic model) and aligner.json "
     '({"labels": [...], "blank": 0, "sample_rate": 16000}); docs/design.md section 10'
@@ -126,31 +129,33 @@ class CtcAligner:
         return log_probs, audio.size / self.sample_rate / max(len(log_probs), 1)
 
     def align(self, waveform: np.ndarray, sample_rate: int, words: list[str]) -> list:
-        """Each word's (start, end) in seconds, None where it has no label or the recording is
-        too short for the labels."""
+        """Each word's (start, end) in seconds, None where it has no label, the model hears it
+        nowhere (``UNSAID``) or the recording is too short for the labels."""
         spelled = [self.spelled(word) for word in words]
-        tokens = [t for ids in spelled for t in ids]
-        if not tokens:
+        said = [ids for ids in spelled if ids]
+        if not said:
             return [None] * len(words)
         log_probs, hop = self.emissions(waveform, sample_rate)
-        frames = forced_align(log_probs, tokens, self.blank) if len(log_probs) else None
-        if frames is None:
+        spans = forced_align(log_probs, said, self.blank, UNSAID) if len(log_probs) else None
+        if spans is None:
             return [None] * len(words)
-        spans, at = [], 0
-        for ids in spelled:
-            if not ids:
-                spans.append(None)
-                continue
-            first, last = frames[at], frames[at + len(ids) - 1]
-            spans.append((round(first[0] * hop, 3), round((last[1] + 1) * hop, 3)))
-            at += len(ids)
-        return spans
+        found = iter(spans)
+        return [
+            None if not ids or (span := next(found)) is None
+            else (round(span[0] * hop, 3), round((span[1] + 1) * hop, 3))
+            for ids in spelled
+        ]  # fmt: skip
 
 
-def forced_align(log_probs: np.ndarray, tokens: list[int], blank: int) -> list | None:
-    """CTC forced alignment: for each token, the first and last frame of the most likely path
-    through ``tokens`` with blanks between (a token repeated needs a blank between its two);
-    None where the frames are too few. ``log_probs``: ``[frames, labels]``."""
+def forced_align(
+    log_probs: np.ndarray, words: list[list[int]], blank: int, unsaid: float | None = None
+) -> list | None:
+    """CTC forced alignment: for each word (its tokens), the first and last frame of its
+    tokens on the most likely path through the words' tokens with blanks between (a token
+    repeated needs a blank between its two); None for a word the path leaves out, and None for
+    all where the frames are too few. ``log_probs``: ``[frames, labels]``; ``unsaid``: what a
+    path pays, in log-probability, to leave a word out (None: every word is on it)."""
+    tokens = [t for ids in words for t in ids]
     n, states = len(log_probs), 2 * len(tokens) + 1
     if n * states > MAX_CTC_CELLS:
         raise AlignError(
@@ -158,30 +163,66 @@ def forced_align(log_probs: np.ndarray, tokens: list[int], blank: int) -> list |
         )
     labels = np.full(states, blank, np.int64)
     labels[1::2] = tokens
-    skip = np.zeros(states, bool)  # a token state reachable from the token before, past a blank
-    skip[3::2] = labels[3::2] != labels[1:-2:2]
-    inf = -np.inf
-    score = np.full(states, inf)
-    score[:2] = log_probs[0, labels[:2]]
-    back = np.zeros((n, states), np.int8)
+    moves = _moves(labels, [len(ids) for ids in words], unsaid)
+    score = log_probs[0, labels] + moves.enter
+    back = np.zeros((n, states), np.int8)  # which move reached each state: a row of moves.source
+    across = np.arange(states)
     for t in range(1, n):
-        one = np.r_[inf, score[:-1]]
-        two = np.where(skip, np.r_[inf, inf, score[:-2]], inf)
-        moves = np.stack([score, one, two])
-        back[t] = np.argmax(moves, 0)
-        score = moves.max(0) + log_probs[t, labels]
-    end = states - 1 if score[-1] >= score[-2] else states - 2
-    if not np.isfinite(score[end]):
+        came = score[moves.source] + moves.cost
+        back[t] = np.argmax(came, 0)
+        score = came[back[t], across] + log_probs[t, labels]
+    end = int(np.argmax(score + moves.leave))
+    if not np.isfinite(score[end] + moves.leave[end]):
         return None
     path = np.empty(n, np.int64)
     for t in range(n - 1, -1, -1):
         path[t] = end
-        end -= back[t, end]
-    spans = []
-    for k in range(len(tokens)):
-        at = np.flatnonzero(path == 2 * k + 1)
-        spans.append((int(at[0]), int(at[-1])))
+        end = moves.source[back[t, end], end]
+    spans, at = [], 0
+    for ids in words:
+        on = np.flatnonzero((path >= 2 * at + 1) & (path <= 2 * (at + len(ids)) - 1))
+        spans.append((int(on[0]), int(on[-1])) if len(on) else None)
+        at += len(ids)
     return spans
+
+
+class _Moves:
+    """The CTC trellis's moves into each state: ``source`` ``[moves, states]`` (the state each
+    move comes from) and ``cost`` (what it costs: 0, -inf where the move cannot reach the
+    state); ``enter`` and ``leave``: what a path pays to start and to end at each state."""
+
+    def __init__(self, source: np.ndarray, cost: np.ndarray, enter: np.ndarray, leave: np.ndarray):
+        self.source, self.cost, self.enter, self.leave = source, cost, enter, leave
+
+
+def _moves(labels: np.ndarray, lengths: list[int], unsaid: float | None) -> _Moves:
+    """A path stays, goes on one state, or two onto a token unlike the one before (past a
+    blank); it starts at the first blank or token and ends at the last token or the blank after
+    it. Where ``unsaid`` is given, a path may also leave a word out, for ``unsaid`` each: from
+    the blank before it, or the token before that, onto the blank after it; or by starting
+    after it or ending before it."""
+    states, inf = len(labels), -np.inf
+    at = np.arange(states)
+    source = np.stack([at, np.maximum(at - 1, 0), np.maximum(at - 2, 0)])
+    cost = np.zeros((3, states))
+    cost[1, 0] = cost[2, :2] = inf
+    cost[2, 2:] = np.where((at[2:] % 2 == 1) & (labels[2:] != labels[:-2]), 0, inf)
+    enter, leave = np.full(states, inf), np.full(states, inf)
+    enter[:2] = leave[-2:] = 0
+    if unsaid is None:
+        return _Moves(source, cost, enter, leave)
+    bounds = 2 * np.cumsum([0, *lengths])  # the blank before each word, and the last one
+    over = np.stack([at, at])  # over a word: from the blank before it, from the token before
+    over_cost = np.full((2, states), inf)
+    over[0, bounds[1:]] = bounds[:-1]
+    over_cost[0, bounds[1:]] = -unsaid
+    over[1, bounds[2:]] = bounds[1:-1] - 1
+    over_cost[1, bounds[2:]] = -unsaid
+    words = len(lengths)
+    for k in range(words):  # start after the first k + 1 words; end before the last words - k
+        enter[bounds[k + 1]] = -unsaid * (k + 1)
+        leave[max(bounds[k] - 1, 0) : bounds[k] + 1] = -unsaid * (words - k)
+    return _Moves(np.vstack([source, over]), np.vstack([cost, over_cost]), enter, leave)
 
 
 @functools.lru_cache(maxsize=2)

@@ -19,41 +19,64 @@ from omnivoice_rt.align import AlignError, ctc
 from omnivoice_rt.errors import ArtifactError
 
 
-def paths(frames: int, tokens: list[int]):
-    """Every CTC path of ``frames`` through ``tokens`` (as ``forced_align``'s states): each
-    state sequence that starts at the first blank or token, ends at the last token or the
-    blank after it, and moves 0, 1 or 2 states a frame (2 only onto a token unlike the one
-    before it)."""
-    states = 2 * len(tokens) + 1
+def paths(frames: int, words: list[list[int]], unsaid: float | None):
+    """Every CTC path of ``frames`` through ``words``' tokens (as ``forced_align``'s states),
+    with what it pays to leave words out: each state sequence that starts at the first blank or
+    token, ends at the last token or the blank after it, and moves 0, 1 or 2 states a frame (2
+    only onto a token unlike the one before it); where ``unsaid`` is given, also one that
+    starts after words, ends before words or moves over a word (from the blank before it or the
+    token before that onto the blank after it), each word left out paying ``unsaid``."""
+    tokens = [t for ids in words for t in ids]
+    states, count = 2 * len(tokens) + 1, len(words)
     labels = [0 if s % 2 == 0 else tokens[s // 2] for s in range(states)]
+    blanks = [2 * sum(len(ids) for ids in words[:k]) for k in range(count + 1)]
+    free = unsaid is not None
+
+    def start(s):  # words left out before the first state, None where it cannot start there
+        if s <= 1:
+            return 0
+        return blanks.index(s) if free and s in blanks else None
+
+    def end(s):  # words left out after the last state
+        if s >= states - 2:
+            return 0
+        left = [count - k for k, b in enumerate(blanks[:count]) if s == b or (k and s == b - 1)]
+        return left[0] if free and left else None
+
+    def move(a, b):  # words left out by a move
+        if 0 <= b - a <= 1 or (b - a == 2 and b % 2 == 1 and labels[b] != labels[b - 2]):
+            return 0
+        j = blanks.index(b) if b in blanks else 0
+        over = j >= 1 and (a == blanks[j - 1] or (j >= 2 and a == blanks[j - 1] - 1))
+        return 1 if free and over else None
+
     for path in itertools.product(range(states), repeat=frames):
-        if path[0] > 1 or path[-1] < states - 2:
-            continue
-        steps = [b - a for a, b in zip(path, path[1:], strict=False)]
-        if all(
-            0 <= d <= 1 or (d == 2 and b % 2 == 1 and labels[b] != labels[b - 2])
-            for d, b in zip(steps, path[1:], strict=True)
-        ):
-            yield path, labels
+        left = [start(path[0]), end(path[-1])]
+        left += [move(a, b) for a, b in zip(path, path[1:], strict=False)]
+        if None not in left:
+            yield path, labels, sum(left) * (unsaid or 0)
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("tokens", [[1, 2], [1, 1], [2, 1, 2]])
-def test_forced_alignment_is_the_best_of_every_path(tokens):
-    rng = np.random.default_rng(len(tokens))
-    for trial in range(5):
-        frames = 6
-        log_probs = np.log(rng.dirichlet(np.ones(3), frames))
+@pytest.mark.parametrize("words", [[[1], [2]], [[1], [1]], [[2, 1], [2]], [[1], [2], [1]]])
+@pytest.mark.parametrize("unsaid", [None, 0.5, 2.0])
+def test_forced_alignment_is_the_best_of_every_path(words, unsaid):
+    """Against every path there is, also those that leave words out (each paying ``unsaid``):
+    the same words' first and last frames, None for a word left out."""
+    rng = np.random.default_rng(len(words))
+    at = np.cumsum([0, *[len(ids) for ids in words]])
+    for trial in range(4):
+        frames = 5
+        log_probs = np.log(rng.dirichlet(np.ones(3) * 0.3, frames))
         best = max(
-            paths(frames, tokens),
-            key=lambda p: sum(log_probs[t, p[1][s]] for t, s in enumerate(p[0])),
+            paths(frames, words, unsaid),
+            key=lambda p: sum(log_probs[t, p[1][s]] for t, s in enumerate(p[0])) - p[2],
         )[0]
-        want = [
-            (min(t for t, s in enumerate(best) if s == 2 * k + 1),
-             max(t for t, s in enumerate(best) if s == 2 * k + 1))
-            for k in range(len(tokens))
-        ]  # fmt: skip
-        assert ctc.forced_align(log_probs, tokens, 0) == want, trial
+        want = []
+        for k in range(len(words)):
+            on = [t for t, s in enumerate(best) if 2 * at[k] + 1 <= s <= 2 * at[k + 1] - 1]
+            want.append((on[0], on[-1]) if on else None)
+        assert ctc.forced_align(log_probs, words, 0, unsaid) == want, trial
 
 
 @pytest.mark.unit
@@ -61,10 +84,37 @@ def test_forced_alignment_follows_clear_emissions_and_knows_its_limits():
     said = [0, 0, 1, 1, 1, 0, 2, 2, 2, 0]  # blank, "a" on frames 2-4, blank, "b" on 6-8, blank
     log_probs = np.log(np.full((10, 3), 0.05))
     log_probs[np.arange(10), said] = np.log(0.9)
-    assert ctc.forced_align(log_probs, [1, 2], 0) == [(2, 4), (6, 8)]
-    assert ctc.forced_align(log_probs[:2], [1, 1], 0) is None  # "aa" needs a blank between
+    assert ctc.forced_align(log_probs, [[1], [2]], 0) == [(2, 4), (6, 8)]
+    assert ctc.forced_align(log_probs, [[1], [2]], 0, ctc.UNSAID) == [(2, 4), (6, 8)]
+    assert ctc.forced_align(log_probs[:2], [[1, 1]], 0) is None  # "aa" needs a blank between
     with pytest.raises(AlignError, match="too large to align at once"):
-        ctc.forced_align(np.zeros((30_000, 3)), [1] * 1_000, 0)
+        ctc.forced_align(np.zeros((30_000, 3)), [[1] * 1_000], 0)
+
+
+@pytest.mark.unit
+def test_a_word_the_model_hears_nowhere_is_left_out():
+    """Emissions of "a b" where the text is "a c b": with ``UNSAID`` "c" is unplaced and its
+    neighbours keep their frames; first or last, two side by side, and a token repeated across
+    the word left out ("a c a": the two a's meet past a blank) alike; without it, "c" is forced
+    in. A word heard faintly (its token at a tenth of the blank's odds) is kept. (A trained
+    model's other labels are far less likely than 1e-4 where it hears one.)"""
+    said = [0, 1, 1, 0, 0, 2, 2, 0]  # blank, "a", blank, "b", blank
+    log_probs = np.log(np.full((8, 4), 1e-4))
+    log_probs[np.arange(8), said] = np.log(1 - 3e-4)
+    a, b, c = [1], [2], [3]
+    assert ctc.forced_align(log_probs, [a, c, b], 0, ctc.UNSAID) == [(1, 2), None, (5, 6)]
+    assert ctc.forced_align(log_probs, [c, a, b], 0, ctc.UNSAID) == [None, (1, 2), (5, 6)]
+    assert ctc.forced_align(log_probs, [a, b, c], 0, ctc.UNSAID) == [(1, 2), (5, 6), None]
+    two = ctc.forced_align(log_probs, [a, c, c, b], 0, ctc.UNSAID)
+    assert two == [(1, 2), None, None, (5, 6)]
+    forced = ctc.forced_align(log_probs, [a, c, b], 0)
+    assert None not in forced and forced[0][0] == 1 and forced[2][1] == 6
+    again = log_probs.copy()
+    again[5:7] = again[1:3]  # "a", blank, "a": the text "a c a"
+    assert ctc.forced_align(again, [a, c, a], 0, ctc.UNSAID) == [(1, 2), None, (5, 6)]
+    faint = log_probs.copy()
+    faint[3:5, 3] = np.log(0.0999)  # "c" heard faintly on frames 3-4
+    assert None not in ctc.forced_align(faint, [a, c, b], 0, ctc.UNSAID)
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +147,11 @@ def test_a_ctc_model_places_every_word_it_can_spell_in_order(model):
     # the labels' own tokens (MMS-FA's star, any sound) are not the text's punctuation
     assert "*" in loaded.labels and loaded.spelled("*yes*") == loaded.spelled("yes")
     assert loaded.spelled("don't") == [loaded.index[c] for c in "don't"]
+    # a text of hundreds of letters (back-pointers past int8's reach once overflowed)
+    long = " ".join(["Seventy brave sailors rowed quietly along the harbour"] * 8)
+    words = align.align(noise(12.0), 24000, long, model=model)
+    starts = [w.start for w in words if w.start is not None]
+    assert len(starts) > 48 and starts == sorted(starts) and words[-1].end <= 12.0 + 1e-6
 
 
 @pytest.fixture
@@ -176,3 +231,72 @@ def test_the_command_line_aligns_with_the_model_and_a_server_refuses_a_bad_one(m
     )  # fmt: skip
     assert bad.returncode != 0 and "--align-model: aligner" in bad.stderr, bad.stderr[-800:]
     assert "model.onnx, aligner.json missing" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def hearing(folder, labels: list[str]):
+    """A model that hears what its recording spells: each frame of ``len(labels)`` samples is
+    one label's one-hot vector, and its logits are that vector scaled (a hand-made
+    ``model.onnx``: Reshape, then MatMul), at 16 kHz."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    size = len(labels)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Reshape", ["waveform", "shape"], ["frames"]),
+            helper.make_node("MatMul", ["frames", "weight"], ["logits"]),
+        ],
+        "hearing",
+        [helper.make_tensor_value_info("waveform", TensorProto.FLOAT, [1, "samples"])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, "frames", size])],
+        [
+            numpy_helper.from_array(np.array([1, -1, size], np.int64), "shape"),
+            numpy_helper.from_array(np.eye(size, dtype=np.float32) * 20, "weight"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    folder.mkdir(exist_ok=True)
+    onnx.save(model, str(folder / "model.onnx"))
+    config = {"labels": labels, "blank": 0, "sample_rate": 16000}
+    (folder / "aligner.json").write_text(json.dumps(config), encoding="utf-8")
+
+    def spell(frames: str) -> np.ndarray:  # "-" a blank frame, a letter its frame
+        return np.eye(size, dtype=np.float32)[[labels.index(c) for c in frames]].reshape(-1)
+
+    return spell
+
+
+def test_a_word_never_spoken_has_null_times_in_the_library_and_the_tool(tmp_path):
+    """A recording that says "hello you" aligned with "Hello there, you.": "there," is
+    unplaced (null start and end), its neighbours placed where they are said, through
+    ``align.align`` and ``omnivoice-onnx align``; the same recording and its whole text place
+    every word."""
+    import soundfile as sf
+
+    from tests.runtime.test_runtime import ROOT
+
+    spell = hearing(tmp_path / "model", list("-ehlortuy"))
+    frames = "-" * 30 + "hhee-ll-lloo" + "-" * 8 + "yyoouu" + "-" * 40  # over 50 ms
+    x, hop = spell(frames), 9 / 16000  # 9 samples a frame
+    words = align.align(x, 16000, "Hello there, you.", model=str(tmp_path / "model"))
+    assert [(w.word, w.start is None) for w in words] == [
+        ("Hello", False), ("there,", True), ("you.", False)
+    ]  # fmt: skip
+    assert words[0].start == pytest.approx(30 * hop, abs=1e-3)
+    assert words[0].end == pytest.approx(42 * hop, abs=1e-3)
+    assert words[2].start == pytest.approx(50 * hop, abs=1e-3)
+    assert words[2].end == pytest.approx(56 * hop, abs=1e-3)
+    whole = align.align(x, 16000, "Hello, you.", model=str(tmp_path / "model"))
+    assert all(w.start is not None for w in whole)
+    sf.write(tmp_path / "said.wav", x, 16000, subtype="FLOAT")
+    done = subprocess.run(
+        [sys.executable, "-m", "omnivoice_rt", "align", "--audio", str(tmp_path / "said.wav"),
+         "--text", "Hello there, you.", "--align-model", str(tmp_path / "model"),
+         "--output", str(tmp_path / "words.json")],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    told = json.loads((tmp_path / "words.json").read_text())["words"]
+    assert told[1] == {"word": "there,", "start": None, "end": None}
+    assert told[0]["start"] is not None and told[2]["start"] is not None
