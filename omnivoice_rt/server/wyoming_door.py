@@ -78,7 +78,7 @@ from omnivoice_rt.server.connections import closed_connection, refused_connectio
 from omnivoice_rt.server.serving import Service, closed, resolve_seed
 from omnivoice_rt.server.turns import Listener
 from omnivoice_rt.speakers import merged_voices
-from omnivoice_rt.text.chunks import complete_sentences
+from omnivoice_rt.text.chunks import ArrivingSentences
 from omnivoice_rt.text.durations import estimate_frames
 from omnivoice_rt.text.languages import LANG_IDS, TAG_ALIASES, resolve_language
 from omnivoice_rt.text.markup import is_ssml, pause_seconds
@@ -402,7 +402,7 @@ class Connection(AsyncEventHandler):
                 "begun": False,  # whether its start told whether it is SSML
                 "head": "",  # its text until then
                 "speaker": None,  # whose turn it is
-                "text": "",  # the turn's text not yet spoken
+                "text": ArrivingSentences(),  # the turn's text not yet spoken
                 "said": 0,
                 "turn_pause": pause,
                 "pause": 0.0,  # silence before the next sentence: a turn's, but the first's
@@ -491,10 +491,9 @@ class Connection(AsyncEventHandler):
             raise WyomingError("bad-request", f"{exc}; the stream is dropped.") from None
         for part in [*parts, None] if end else parts:
             if part is not None and part.text:  # the turn's words
-                stream["text"] += part.text
-                sentences, stream["text"] = complete_sentences(stream["text"])
+                sentences = stream["text"].feed(part.text)
             else:  # a turn begins, or the stream ends: the last turn's rest is said
-                sentences, stream["text"] = [stream["text"]], ""
+                sentences, stream["text"] = [stream["text"].rest], ArrivingSentences()
             for sentence in filter(str.strip, sentences):
                 await self.speak_streamed(stream, sentence)
             if part is not None and not part.text:

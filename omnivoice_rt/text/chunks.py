@@ -160,28 +160,55 @@ SENTENCE_END = set(".!?…")  # ends a sentence when a space or the end of the t
 SENTENCE_END_CJK = set("。！？")  # ends a sentence where it stands
 
 
+_ENDS = re.compile("[" + re.escape("".join(SENTENCE_END | SENTENCE_END_CJK)) + "]")
+_RUN = re.compile("[" + re.escape("".join(CLOSING_MARKS | SENTENCE_END)) + "]*")
+
+
 def complete_sentences(text: str) -> tuple[list[str], str]:
     """The complete sentences at the start of ``text`` (a text still arriving, as a language
     model writes it), and the rest, still incomplete. A sentence ends at '.', '!', '?' or '…'
     followed by a space (not after an abbreviation such as 'Dr.'), or at '。', '！', '？'; closing
     quotes and brackets after it belong to it."""
-    sentences, start, i = [], 0, 0
-    while i < len(text):
-        char = text[i]
-        if char in SENTENCE_END or char in SENTENCE_END_CJK:
-            end = i + 1
-            while end < len(text) and (text[end] in CLOSING_MARKS or text[end] in SENTENCE_END):
-                end += 1
-            words = text[start:end].split()
-            complete = char in SENTENCE_END_CJK or (end < len(text) and text[end].isspace())
-            if char == "." and words and words[-1].rstrip("".join(CLOSING_MARKS)) in ABBREVIATIONS:
+    arriving = ArrivingSentences()
+    return arriving.feed(text), arriving.rest
+
+
+class ArrivingSentences:
+    """A text arriving in parts (a Wyoming stream's chunks), cut into complete sentences as
+    they come, as ``complete_sentences`` cuts it: ``feed(part)`` gives the sentences the part
+    completes, ``rest`` holds the rest. Each mark is judged once, when what follows it has
+    come, so a text sent a character at a time costs about what it costs sent whole."""
+
+    def __init__(self):
+        self.rest = ""
+        self.judged = 0  # the rest's characters before this hold no mark still to judge
+
+    def feed(self, part: str) -> list[str]:
+        text = self.rest + part
+        sentences, start = [], 0
+        found = _ENDS.search(text, self.judged)
+        while found is not None:
+            at, char = found.start(), found.group()
+            end = _RUN.match(text, at + 1).end()
+            if end == len(text) and char not in SENTENCE_END_CJK:
+                break  # what follows the mark has not come: judged when it has
+            complete = char in SENTENCE_END_CJK or text[end].isspace()
+            if complete and char == "." and _last_word(text, start, end) in ABBREVIATIONS:
                 complete = False
             if complete:
-                sentence = text[start:end].strip()
-                if sentence:
+                if sentence := text[start:end].strip():
                     sentences.append(sentence)
                 start = end
-            i = end
-        else:
-            i += 1
-    return sentences, text[start:].lstrip()
+            found = _ENDS.search(text, end)
+        judged = found.start() if found is not None else len(text)
+        self.rest = text[start:].lstrip()
+        self.judged = max(0, judged - (len(text) - len(self.rest)))
+        return sentences
+
+
+def _last_word(text: str, start: int, end: int) -> str:
+    """The last word of ``text[start:end]``, its closing marks taken off."""
+    at = end
+    while at > start and not text[at - 1].isspace():
+        at -= 1
+    return text[at:end].rstrip("".join(CLOSING_MARKS))

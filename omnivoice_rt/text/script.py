@@ -43,6 +43,11 @@ VOICE_TAG = re.compile(r"\[voice:([^\]\n]*)\]", re.IGNORECASE)
 TAG_ROOM = MAX_SPEAKER_CHARS + 8
 # "Name:" or "Name：" at a line's start: the name's candidate, checked by ``is_name``
 NAMED_LINE = re.compile(rf"[ \t]*([^:：\n]{{1,{MAX_SPEAKER_CHARS}}})[:：][ \t]*(.*)")
+# every line break ``str.splitlines`` knows (``parse`` splits lines so; a stream's reader alike)
+LINE_BREAK = re.compile("\r\n|[\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+# what a held "[voice:" waits for, and a blank line after a named line with no text: until it
+# comes, a stream's chunks are only added to what is held (each chunk read once)
+TAG_END, LINE_SAID = re.compile(r"[\]\n]"), re.compile(r"\S|\n")
 SSML_VOICE = re.compile(r"<voice[\s/>]", re.IGNORECASE)  # an SSML document's <voice> element
 SSML_ASIDE = re.compile(r"<!--.*?-->|<!\[CDATA\[.*?\]\]>", re.DOTALL)  # no element inside
 SSML_GROWTH = 4  # a document's turns, their elements reopened, at most this times its length
@@ -113,10 +118,7 @@ def parse(text: str, named_lines: bool = False, limit: int = MAX_SCRIPT_CHARS) -
             _close(turns, speaker, lines, start)
             (speaker, line), lines, start = turn, [], number
             if not line.strip() and not _continues(every, number):
-                raise ScriptError(
-                    f"line {number}: {speaker!r} has no text; write '{speaker}: what "
-                    f"{speaker} says', or remove the line"
-                )
+                raise _no_text(speaker, number)
         for part in _tagged(line, number):
             if isinstance(part, str):
                 lines.append(part)
@@ -126,6 +128,13 @@ def parse(text: str, named_lines: bool = False, limit: int = MAX_SCRIPT_CHARS) -
         lines.append("\n")
     _close(turns, speaker, lines, start)
     return _checked(turns)
+
+
+def _no_text(speaker: str, number: int) -> ScriptError:
+    return ScriptError(
+        f"line {number}: {speaker!r} has no text; write '{speaker}: what {speaker} says', or "
+        "remove the line"
+    )
 
 
 def _continues(lines: list[str], number: int) -> bool:
@@ -181,29 +190,51 @@ class TurnReader:
     whose turn it is, and a part with no text where a turn begins (the last one has ended).
     ``feed("", end=True)`` gives the rest. Read as ``parse`` reads a whole text (``named_lines``
     for "Name:" lines, ``[voice:NAME]`` tags always), holding back only what may yet become a
-    name or a tag; a tag naming no speaker is a ``ScriptError`` naming its line."""
+    name or a tag; a tag naming no speaker, or a named line with no text and no line carrying
+    its turn on, is a ``ScriptError`` naming its line, as ``parse`` refuses them."""
 
     def __init__(self, named_lines: bool = False):
         self.named_lines, self.pending, self.line = named_lines, "", 1
         self.speaker, self.line_start = None, True
+        self.carriage = ""  # a chunk's last "\r", held: the next chunk's "\n" may be its pair
+        self.unsaid: tuple[str, int] | None = None  # a named line with no text: name, line
+        self.waits_for: re.Pattern | None = None  # what the text held waits for (TAG_END...)
 
     def feed(self, text: str, end: bool = False) -> list[Turn]:
-        self.pending += text.replace("\r\n", "\n").replace("\r", "\n")  # as splitlines
-        parts = []
+        text, self.carriage = self.carriage + text, ""
+        if text.endswith("\r") and not end:
+            text, self.carriage = text[:-1], "\r"
+        text = LINE_BREAK.sub("\n", text)  # lines as parse's splitlines splits them
+        self.pending += text
+        if self.waits_for is not None and not end and not self.waits_for.search(text):
+            return []  # what is held still waits
+        self.waits_for, parts = None, []
         while self.pending and (part := self._next(end)) is not None:
             parts.append(part)
+        if end and self.unsaid is not None:  # a named line with no text was the last
+            raise _no_text(*self.unsaid)
         return parts
 
     def _next(self, end: bool) -> Turn | None:
         text = self.pending
+        if self.unsaid is not None and not self.line_start and text.partition("\n")[0].strip():
+            self.unsaid = None  # the named line's text came after its name, in a later chunk
         if self.line_start and self.named_lines:
             line = text.partition("\n")[0]
             if not (end or "\n" in text or ":" in line or "：" in line):
                 if len(line.lstrip(" \t")) <= MAX_SPEAKER_CHARS:
                     return None  # it may yet be "Name:"
+                if self.unsaid is not None and not line.strip():
+                    self.waits_for = LINE_SAID
+                    return None  # it may yet be a blank line
             self.line_start = False
             found = named(line)
+            if self.unsaid is not None and (found is not None or not line.strip()):
+                raise _no_text(*self.unsaid)  # the line after it does not carry its turn on
+            self.unsaid = None
             if found is not None:
+                if not found[1].strip():
+                    self.unsaid = (found[0], self.line)
                 return self._begins(found[0], len(line) - len(found[1]))
         stop = min((at for at in (text.find("\n"), text.find("[")) if at >= 0), default=len(text))
         if stop == 0 and text[0] == "\n":
@@ -214,6 +245,7 @@ class TurnReader:
                 _tagged(tag.group(0), self.line)  # a ScriptError where it names no speaker
                 return self._begins(tag.group(1).strip(), tag.end())
             if not end and _may_be_tag(text):
+                self.waits_for = TAG_END if len(text) >= len("[voice:") else None
                 return None
             stop = 1  # a "[" of the text ("[laughter]", "[pause:1s]")
         said, self.pending = text[:stop], text[stop:]

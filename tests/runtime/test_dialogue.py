@@ -12,6 +12,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from omnivoice_rt import captions, dialogue
 from omnivoice_rt.limits import MAX_SCRIPT_CHARS, MAX_SPEAKERS
@@ -73,6 +75,7 @@ def test_a_script_read_as_it_arrives_gives_the_turns_of_the_whole(named_lines):
         "Before.\nAnn: Hello there. How\n are you? [laughter] [voice:Bob] Fine [pause:1s] "
         "thanks.\r\n\nMaría：Hola.\rNote that: stays? [Voice: Ann ]no [voi\nce] [\n"
         f"[voice:{' ' * 90}Bob] a tag, however padded [voice:Ann and no end\n"
+        "Zoë:\n  goes on.\x85Ann: next\u2028Bob: after\x0cfin\u2029Ann:\t\nstill Ann\r"
     )
     want = [(t.speaker, t.text) for t in script.parse(text, named_lines)]
     for size in range(1, 12):
@@ -92,6 +95,59 @@ def test_a_script_read_as_it_arrives_gives_the_turns_of_the_whole(named_lines):
         assert turns == want, size
     with pytest.raises(ScriptError, match=r"line 2: \[voice:a/b\] names no speaker"):
         script.TurnReader().feed("Hi.\nYo [voice:a/b] there")
+
+
+PIECES = ["Ann:", "María：", " ", "\t", "\n", "\r", "\x85", "\u2028", "hi", "yo.", "[voice:Ann]",
+          "[voice: Bob ]", "[voice:a/b]", "[", "]", ":", "\u3000", " " * 70, "[voice:"]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=14), st.lists(st.integers(1, 6), min_size=1))
+@pytest.mark.parametrize("named_lines", [True, False])
+def test_a_script_arriving_in_any_parts_reads_as_the_whole(named_lines, pieces, cuts):
+    """Texts made of names, tags, line breaks of every kind and long blanks, cut anywhere:
+    ``TurnReader`` gives ``parse``'s turns, or refuses with ``parse``'s message."""
+    text = "".join(pieces)
+    try:
+        want = [(t.speaker, t.text) for t in script.parse(text, named_lines)]
+    except ScriptError as exc:
+        want = str(exc)
+    reader, parts, at = script.TurnReader(named_lines), [], 0
+    try:
+        for size in cuts * (len(text) + 1):
+            if at >= len(text):
+                break
+            parts, at = parts + reader.feed(text[at : at + size]), at + size
+        parts += reader.feed("", end=True)
+    except ScriptError as exc:
+        assert str(exc) == want
+        return
+    turns, speaker, said = [], None, ""
+    for part in [*parts, Turn(None, "", 0)]:
+        if part.text:
+            said += part.text
+            continue
+        if said.split():
+            turns.append((speaker, " ".join(said.split())))
+        speaker, said = part.speaker, ""
+    assert turns == want or (not turns and "nothing to say" in want)
+
+
+@pytest.mark.parametrize(
+    "text", ["Ann:\n\nBob: hi", "Ann:\nBob: hi", "Hi.\r\nAnn: \r\n", "Hi\u2028Ann:\u3000\u2028 \nx"]
+)
+def test_a_named_line_with_no_text_is_refused_read_whole_or_as_it_arrives(text):
+    """A "Name:" line with no text and no line carrying its turn on: ``parse`` and
+    ``TurnReader``, cut at every place, refuse it naming the same line."""
+    with pytest.raises(ScriptError, match="has no text") as whole:
+        script.parse(text, named_lines=True)
+    for size in range(1, len(text) + 1):
+        reader = script.TurnReader(named_lines=True)
+        with pytest.raises(ScriptError) as read:
+            for at in range(0, len(text), size):
+                reader.feed(text[at : at + size])
+            reader.feed("", end=True)
+        assert str(read.value) == str(whole.value), size
 
 
 def test_ssml_voice_elements_are_turns_each_a_document_of_its_own():

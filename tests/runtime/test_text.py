@@ -187,3 +187,26 @@ def test_complete_sentences_of_a_text_still_arriving(text, sentences, rest):
     from omnivoice_rt.text.chunks import complete_sentences
 
     assert complete_sentences(text) == (sentences, rest)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from([".", "!", "…", "。", '"', ")", "」", "Dr", "e.g", " ", "\n", "a", "3.14"])
+    ),
+    st.lists(st.integers(1, 5), min_size=1),
+)
+def test_sentences_arriving_in_parts_are_those_of_the_text_so_far(pieces, cuts):
+    """``ArrivingSentences`` fed a text in parts gives what ``complete_sentences`` gives when
+    the whole text so far is cut again at each part (each mark judged once, at any cut)."""
+    from omnivoice_rt.text.chunks import ArrivingSentences, complete_sentences
+
+    text, arriving, so_far, got, want, at = "".join(pieces), ArrivingSentences(), "", [], [], 0
+    for size in cuts * (len(text) + 1):
+        if at >= len(text):
+            break
+        part, at = text[at : at + size], at + size
+        got += arriving.feed(part)
+        sentences, so_far = complete_sentences(so_far + part)
+        want += sentences
+        assert (got, arriving.rest) == (want, so_far)

@@ -295,6 +295,30 @@ def test_a_long_text_read_otherwise_is_matched_to_its_pieces_in_bounded_time():
             assert " ".join(found).split() == written.split()
 
 
+def test_a_stream_sent_a_character_at_a_time_is_read_in_bounded_time():
+    """A Wyoming stream's text at the length limit, one character a chunk, read as the door
+    reads it (``TurnReader``, then ``ArrivingSentences``): abbreviations, marks never
+    followed by a space, a held tag, a long blank after a named line: each at once (before,
+    rereading what was held at every chunk: over 60 s for the first two)."""
+    from omnivoice_rt.limits import MAX_TEXT_CHARS
+    from omnivoice_rt.text.chunks import ArrivingSentences
+    from omnivoice_rt.text.script import ScriptError, TurnReader
+
+    size = MAX_TEXT_CHARS - 20
+    for text in ("Dr. " * (size // 4), "a.b" * (size // 3), "!" * size, "[voice:" + " " * size,
+                 "Ann:\n" + " " * size, "word " * (size // 5)):  # fmt: skip
+        started, refused = time.perf_counter(), False
+        reader, arriving = TurnReader(named_lines=True), ArrivingSentences()
+        try:
+            for char in [*text, None]:
+                for part in reader.feed(char or "", end=char is None):
+                    arriving.feed(part.text)
+        except ScriptError:  # the named line with no text, at the stream's end
+            refused = True
+        assert time.perf_counter() - started < 1.0, text[:20]
+        assert refused == text.startswith("Ann:")
+
+
 # ----------------------------------------------------------------------------- through the server
 
 
