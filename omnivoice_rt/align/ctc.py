@@ -28,7 +28,9 @@ import numpy as np
 from omnivoice_rt.errors import AlignError, ArtifactError
 
 CTC_FILES = ["model.onnx", "aligner.json"]
-MAX_CTC_CELLS = 40_000_000  # frames x states of one alignment: its back-pointers, one byte each
+# frames x states of one alignment: its back-pointers, one byte each (and where words may be left
+# out, two bytes a frame and word: at most as much again)
+MAX_CTC_CELLS = 40_000_000
 # what a path pays to leave a word out, in log-probability: a word is unplaced where the model
 # finds the recording's most likely path without it more than 1,000 times as likely as with it
 UNSAID: float | None = float(np.log(1_000))
@@ -152,9 +154,10 @@ def forced_align(
 ) -> list | None:
     """CTC forced alignment: for each word (its tokens), the first and last frame of its
     tokens on the most likely path through the words' tokens with blanks between (a token
-    repeated needs a blank between its two); None for a word the path leaves out, and None for
-    all where the frames are too few. ``log_probs``: ``[frames, labels]``; ``unsaid``: what a
-    path pays, in log-probability, to leave a word out (None: every word is on it)."""
+    repeated needs a blank between its two); None for all where the frames are too few.
+    ``log_probs``: ``[frames, labels]``. With ``unsaid`` (a log-probability), words may be left
+    out, each for ``unsaid``: the path is the most likely one of the words kept, over every
+    choice of words to keep, and a word left out is None."""
     tokens = [t for ids in words for t in ids]
     n, states = len(log_probs), 2 * len(tokens) + 1
     if n * states > MAX_CTC_CELLS:
@@ -163,21 +166,28 @@ def forced_align(
         )
     labels = np.full(states, blank, np.int64)
     labels[1::2] = tokens
-    moves = _moves(labels, [len(ids) for ids in words], unsaid)
-    score = log_probs[0, labels] + moves.enter
-    back = np.zeros((n, states), np.int8)  # which move reached each state: a row of moves.source
+    trellis = _Trellis(labels, [len(ids) for ids in words], unsaid)
+    score = log_probs[0, labels] + trellis.enter
+    back = np.zeros((n, states), np.int8)  # which move reached each state: a row of source
+    # where each word's first token was reached from over words left out (trellis.leap's)
+    wide = np.int16 if 2 * len(words) < 2**15 else np.int32
+    leaps = np.zeros((n, len(words) if unsaid is not None else 0), wide)
     across = np.arange(states)
     for t in range(1, n):
-        came = score[moves.source] + moves.cost
+        came = score[trellis.source] + trellis.cost
+        if unsaid is not None:
+            landed, leaps[t] = trellis.leap(score)
+            came = np.vstack([came, landed])
         back[t] = np.argmax(came, 0)
         score = came[back[t], across] + log_probs[t, labels]
-    end = int(np.argmax(score + moves.leave))
-    if not np.isfinite(score[end] + moves.leave[end]):
+    end = int(np.argmax(score + trellis.leave))
+    if not np.isfinite(score[end] + trellis.leave[end]):
         return None
     path = np.empty(n, np.int64)
     for t in range(n - 1, -1, -1):
         path[t] = end
-        end = moves.source[back[t, end], end]
+        move = back[t, end]
+        end = trellis.origin(leaps[t], end) if move == LEAP else trellis.source[move, end]
     spans, at = [], 0
     for ids in words:
         on = np.flatnonzero((path >= 2 * at + 1) & (path <= 2 * (at + len(ids)) - 1))
@@ -186,43 +196,71 @@ def forced_align(
     return spans
 
 
-class _Moves:
-    """The CTC trellis's moves into each state: ``source`` ``[moves, states]`` (the state each
-    move comes from) and ``cost`` (what it costs: 0, -inf where the move cannot reach the
-    state); ``enter`` and ``leave``: what a path pays to start and to end at each state."""
-
-    def __init__(self, source: np.ndarray, cost: np.ndarray, enter: np.ndarray, leave: np.ndarray):
-        self.source, self.cost, self.enter, self.leave = source, cost, enter, leave
+LEAP = 3  # the move onto a word's first token over words left out (after the three below)
 
 
-def _moves(labels: np.ndarray, lengths: list[int], unsaid: float | None) -> _Moves:
-    """A path stays, goes on one state, or two onto a token unlike the one before (past a
-    blank); it starts at the first blank or token and ends at the last token or the blank after
-    it. Where ``unsaid`` is given, a path may also leave a word out, for ``unsaid`` each: from
-    the blank before it, or the token before that, onto the blank after it; or by starting
-    after it or ending before it."""
-    states, inf = len(labels), -np.inf
-    at = np.arange(states)
-    source = np.stack([at, np.maximum(at - 1, 0), np.maximum(at - 2, 0)])
-    cost = np.zeros((3, states))
-    cost[1, 0] = cost[2, :2] = inf
-    cost[2, 2:] = np.where((at[2:] % 2 == 1) & (labels[2:] != labels[:-2]), 0, inf)
-    enter, leave = np.full(states, inf), np.full(states, inf)
-    enter[:2] = leave[-2:] = 0
-    if unsaid is None:
-        return _Moves(source, cost, enter, leave)
-    bounds = 2 * np.cumsum([0, *lengths])  # the blank before each word, and the last one
-    over = np.stack([at, at])  # over a word: from the blank before it, from the token before
-    over_cost = np.full((2, states), inf)
-    over[0, bounds[1:]] = bounds[:-1]
-    over_cost[0, bounds[1:]] = -unsaid
-    over[1, bounds[2:]] = bounds[1:-1] - 1
-    over_cost[1, bounds[2:]] = -unsaid
-    words = len(lengths)
-    for k in range(words):  # start after the first k + 1 words; end before the last words - k
-        enter[bounds[k + 1]] = -unsaid * (k + 1)
-        leave[max(bounds[k] - 1, 0) : bounds[k] + 1] = -unsaid * (words - k)
-    return _Moves(np.vstack([source, over]), np.vstack([cost, over_cost]), enter, leave)
+class _Trellis:
+    """The CTC trellis's moves. Into each state: stay, go on one state, or two onto a token
+    unlike the one before (past a blank): ``source`` ``[3, states]`` (where each comes from)
+    and ``cost`` (0, -inf where it cannot reach the state); a path starts at the first blank
+    or token and ends at the last token or the blank after it (``enter``, ``leave``: what it
+    pays to start and end at each state). With ``unsaid``, also: start on a word's first
+    token, or end on the blank or token before a word, leaving the words before or after it
+    out; and ``leap``, onto a word's first token over words left out, from the blank or the
+    token before them (a token only where unlike the one it reaches), ``unsaid`` a word."""
+
+    def __init__(self, labels: np.ndarray, lengths: list[int], unsaid: float | None):
+        states, inf = len(labels), -np.inf
+        at = np.arange(states)
+        self.source = np.stack([at, np.maximum(at - 1, 0), np.maximum(at - 2, 0)])
+        self.cost = np.zeros((3, states))
+        self.cost[1, 0] = self.cost[2, :2] = inf
+        self.cost[2, 2:] = np.where((at[2:] % 2 == 1) & (labels[2:] != labels[:-2]), 0, inf)
+        self.enter, self.leave = np.full(states, inf), np.full(states, inf)
+        self.enter[:2] = self.leave[-2:] = 0
+        self.unsaid, self.states = unsaid, states
+        if unsaid is None:
+            return
+        count = len(lengths)
+        self.blanks = 2 * np.cumsum([0, *lengths])[:-1]  # the blank before each word
+        self.firsts = self.blanks + 1  # each word's first token
+        self.scale = np.arange(count) * unsaid  # a word's index, in words left out
+        self.enter[self.firsts] = -self.scale
+        for k in range(count):  # end before word k: on the blank before it or the token before
+            self.leave[max(self.blanks[k] - 1, 0) : self.blanks[k] + 1] = -(count - k) * unsaid
+        # a token before a word (the last of the word before) may not leap onto a word's first
+        # token with its label: one row for each such label, the token masked where alike
+        lasts = np.r_[-1, labels[self.blanks[1:] - 1]]  # no token before the first word
+        kinds, kind_of = np.unique(labels[self.firsts], return_inverse=True)
+        self.alike = (lasts[None, :] == kinds[:, None])[:, :-1]
+        self.rows = 1 + kind_of  # each word's row of what may leap onto it (row 0: blanks)
+        # the arrivals' table: a row for the blanks and one for each label, a column for each
+        # word reached, from the words before it (a column's value: its word less one's)
+        self.table = np.full((1 + len(kinds), count), -np.inf)
+        self.columns = np.broadcast_to(np.arange(count), self.table.shape)
+
+    def leap(self, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each state's best arrival over words left out from ``score`` (a frame's), -inf but on
+        a word's first token; and for each word, where its first token's comes from: the word
+        whose blank before it (k), or whose token before it (k + words), it leaves from."""
+        table, words = self.table, np.arange(len(self.blanks))
+        table[0, 1:] = score[self.blanks[:-1]] + self.scale[:-1]  # from the blank before word k
+        before = np.r_[-np.inf, score[self.blanks[1:-1] - 1]] + self.scale[:-1]  # the token
+        table[1:, 1:] = np.where(self.alike, -np.inf, before)
+        best = np.maximum.accumulate(table, axis=1)  # each column: the best of those before it
+        at = np.maximum.accumulate(np.where(table >= best, self.columns, 0), axis=1) - 1
+        from_blank, from_token = best[0], best[self.rows, words]
+        token_wins = from_token > from_blank
+        landed = np.full(self.states, -np.inf)
+        landed[self.firsts] = np.where(token_wins, from_token, from_blank) - self.scale
+        return landed, np.where(token_wins, at[self.rows, words] + len(words), at[0])
+
+    def origin(self, leaps: np.ndarray, state: int) -> int:
+        """The state a word's first token ``state`` was reached from over words left out, by
+        ``leaps`` (a frame's from ``leap``)."""
+        k = int(leaps[np.searchsorted(self.firsts, state)])
+        count = len(self.blanks)
+        return int(self.blanks[k]) if k < count else int(self.blanks[k - count]) - 1
 
 
 @functools.lru_cache(maxsize=2)
