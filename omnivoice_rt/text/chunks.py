@@ -182,6 +182,7 @@ class ArrivingSentences:
     def __init__(self):
         self.rest = ""
         self.judged = 0  # the rest's characters before this hold no mark still to judge
+        self.run = 0  # where the marks and closing quotes after that mark reach, so far
 
     def feed(self, part: str) -> list[str]:
         text = self.rest + part
@@ -189,7 +190,7 @@ class ArrivingSentences:
         found = _ENDS.search(text, self.judged)
         while found is not None:
             at, char = found.start(), found.group()
-            end = _RUN.match(text, at + 1).end()
+            end = _RUN.match(text, max(at + 1, self.run if at == self.judged else 0)).end()
             if end == len(text) and char not in SENTENCE_END_CJK:
                 break  # what follows the mark has not come: judged when it has
             complete = char in SENTENCE_END_CJK or text[end].isspace()
@@ -202,7 +203,8 @@ class ArrivingSentences:
             found = _ENDS.search(text, end)
         judged = found.start() if found is not None else len(text)
         self.rest = text[start:].lstrip()
-        self.judged = max(0, judged - (len(text) - len(self.rest)))
+        cut = len(text) - len(self.rest)
+        self.judged, self.run = max(0, judged - cut), max(0, len(text) - cut)
         return sentences
 
 

@@ -48,6 +48,7 @@ LINE_BREAK = re.compile("\r\n|[\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 # what a held "[voice:" waits for, and a blank line after a named line with no text: until it
 # comes, a stream's chunks are only added to what is held (each chunk read once)
 TAG_END, LINE_SAID = re.compile(r"[\]\n]"), re.compile(r"\S|\n")
+NOT_INDENT = re.compile(r"[^ \t]")  # what a line's start held for its name waits for
 SSML_VOICE = re.compile(r"<voice[\s/>]", re.IGNORECASE)  # an SSML document's <voice> element
 SSML_ASIDE = re.compile(r"<!--.*?-->|<!\[CDATA\[.*?\]\]>", re.DOTALL)  # no element inside
 SSML_GROWTH = 4  # a document's turns, their elements reopened, at most this times its length
@@ -223,6 +224,7 @@ class TurnReader:
             line = text.partition("\n")[0]
             if not (end or "\n" in text or ":" in line or "：" in line):
                 if len(line.lstrip(" \t")) <= MAX_SPEAKER_CHARS:
+                    self.waits_for = None if line.strip(" \t") else NOT_INDENT
                     return None  # it may yet be "Name:"
                 if self.unsaid is not None and not line.strip():
                     self.waits_for = LINE_SAID
