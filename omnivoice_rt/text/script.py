@@ -38,9 +38,7 @@ from omnivoice_rt.limits import MAX_SCRIPT_CHARS, MAX_SPEAKER_CHARS, MAX_SPEAKER
 from omnivoice_rt.text.markup import MAX_DEPTH, MAX_ELEMENTS, is_ssml
 
 VOICE_TAG = re.compile(r"\[voice:([^\]\n]*)\]", re.IGNORECASE)
-# a tag's length but padded (a name and a few spaces): what an SSML text keeps of itself to
-# find a tag cut at character references
-TAG_ROOM = MAX_SPEAKER_CHARS + 8
+TAG_START = re.compile(r"\[voice:", re.IGNORECASE)
 # "Name:" or "Name：" at a line's start: the name's candidate, checked by ``is_name``
 NAMED_LINE = re.compile(rf"[ \t]*([^:：\n]{{1,{MAX_SPEAKER_CHARS}}})[:：][ \t]*(.*)")
 # every line break ``str.splitlines`` knows (``parse`` splits lines so; a stream's reader alike)
@@ -277,7 +275,7 @@ class _Voices:
         self.open: list[tuple[str, dict]] = []  # the elements open: (name, attributes)
         self.body: list[str] = []  # the current turn's document since its start
         self.head, self.line, self.said, self.elements = "", 1, False, 0
-        self.run = ""  # the text since the last element, its last tag's length at most
+        self.run = ""  # the text since the last element that may yet become a tag (_open_tag)
         self.room = 0  # characters the turns' documents may still take
         self.parser = parser = expat.ParserCreate()
         parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
@@ -370,18 +368,34 @@ class _Voices:
 
     def characters(self, data: str) -> None:
         # expat gives a text in parts (at each entity: "[voice&#58;B]" is three), so a tag is
-        # looked for in the text so far since the last element
+        # looked for in the text so far since the last element, read once: a part that cannot
+        # end the open tag held is only added to it
         run = self.run + data
+        if TAG_START.match(self.run) and not TAG_END.search(data):
+            self.run = run
+            return self._said(data)
         if (tag := VOICE_TAG.search(run)) is not None:
             raise self.refuse(
                 f"{tag.group(0)[:40]} inside SSML: write "
                 '<voice name="NAME">...</voice> around the turn instead'
             )
-        self.run = run[-len(f"[voice:{' ' * TAG_ROOM}]") :]
+        self.run = _open_tag(run)
+        self._said(data)
+
+    def _said(self, data: str) -> None:
+        """The turn's text gains ``data``; the turn says something from its first letter."""
         self.body.append(escape(data))
         first = next((at for at, c in enumerate(data) if c.isalnum()), None)
         if first is not None and not self.said and not self.inside_sub:
             self.said, self.line = True, self.parser.CurrentLineNumber + data.count("\n", 0, first)
+
+
+def _open_tag(text: str) -> str:
+    """What of ``text`` may yet become a ``[voice:...]`` tag: from its first ``[voice:`` after
+    its last ``]`` or line end, else its last characters (a ``[voice:`` still cut short)."""
+    after = max(text.rfind("]"), text.rfind("\n")) + 1
+    start = TAG_START.search(text, after)
+    return text[start.start() :] if start else text[max(after, len(text) - 6) :]
 
 
 def _tag(name: str, attributes: dict) -> str:

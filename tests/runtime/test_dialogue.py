@@ -188,6 +188,7 @@ def test_ssml_voice_elements_are_turns_each_a_document_of_its_own():
         ('<speak>\n<voice name="A">Hi.</speak>', "not well formed at line 2"),
         ('<speak><voice name="A">[voice:B] Hi.</voice></speak>', r"\[voice:B\] inside SSML"),
         ('<speak><voice name="A">[voice&#58;B] Hi.</voice></speak>', r"\[voice:B\] inside SSML"),
+        (f"<speak>[voice&#58;{'&#32;' * 200}B] Hi.</speak>", r"\[voice: +inside SSML"),
         ('<!DOCTYPE x [<!ENTITY a "b">]><speak><voice name="A">&a;</voice></speak>', "DOCTYPE"),
         ('<speak><voice name="A"> <break time="1s"/> </voice></speak>', "nothing to say"),
         ('<?xml version="1.0"?><p><voice name="A">Hi.</voice></p>', "must start with <speak>"),

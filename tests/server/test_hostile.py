@@ -227,8 +227,9 @@ def hostile_scripts(folder: Path) -> list[tuple[str, str]]:
     """Scripts made to hurt a parser, each with the words of its refusal: SSML voices behind a
     DOCTYPE (a billion laughs, an external entity naming a server file), voices nested past the
     limit, more speakers than a script takes, a flood of empty turns, a line of spaces that
-    makes a "Name:" pattern backtrack, and a flood of tags; all within a door's 10,000
-    characters, the last three ending with a speaker no library has."""
+    makes a "Name:" pattern backtrack, a flood of tags, and an SSML tag padded with character
+    references; all within a door's 10,000 characters, three ending with a speaker no library
+    has."""
     voice = '<voice name="alloy">{}</voice>'
     return [
         (BILLION_LAUGHS.replace("&l9;", voice.format("&l9;")), "may not declare a DOCTYPE"),
@@ -252,6 +253,10 @@ def hostile_scripts(folder: Path) -> list[tuple[str, str]]:
         ("alloy:\n" * 1_400, "line 1: 'alloy' has no text"),
         (" " * 9_980 + "x\nZed: hi", "line 2: no voice for speaker 'Zed'"),
         ("[voice:alloy]" * 700 + "[voice:Zed] hi", "line 1: no voice for speaker 'Zed'"),
+        (  # a tag padded with a character reference at a time: read once, however many
+            "<speak>[voice&#58;" + "&#32;" * 1_990 + "Zed] hi</speak>",
+            "inside SSML",
+        ),
     ]
 
 
