@@ -10,7 +10,8 @@ unplaced word a false report), with one interior word cut out (from its sound's 
 next word's) and with two adjacent ones cut out (a hit: every cut word unplaced; every other
 unplaced word a false report). Prints, per scale and text (main, held out): the share of
 missing words found, spoken words unplaced per 100 on whole speech and on speech with words
-cut, and the aligner's time against the scale ``none``'s; then one machine line with the CPU.
+cut, and the aligner's time against the first scale's (the scales alternate on each rendering,
+in a rotating order); then one machine line with the CPU.
 
 Extras: align (eSpeak NG).
 """
@@ -54,29 +55,39 @@ def trials(language: str, text: str, seeds: int):
             yield kept, rate, list(range(k, k + count)), known
 
 
-def measure(scale: float | None, cases) -> dict:
-    aligner.SKIP_SCALE = scale
-    found = missing = false_whole = words_whole = false_cut = words_cut = 0
-    took = 0.0
-    for text, language, x, rate, cut, known in cases:
-        started = time.perf_counter()
-        result = aligner.align(x, rate, text, language)
-        took += time.perf_counter() - started
-        lost = np.array([w.start is None for w in result])
-        others = known.copy()
-        others[cut] = False
-        wrong = int((lost & others).sum())
-        if cut:
-            missing += 1
-            found += int(lost[cut].all())
-            false_cut, words_cut = false_cut + wrong, words_cut + int(others.sum())
-        else:
-            false_whole, words_whole = false_whole + wrong, words_whole + int(others.sum())
+def measure(scales: list[float | None], cases) -> dict:
+    """For each scale: the share of missing words found, spoken words unplaced per 100 (whole
+    speech, speech with words cut) and the aligner's time; the scales alternate on each case
+    (in a rotating order), so that their times share the machine's moments."""
+    counts = {
+        scale: dict.fromkeys(("found", "missing", "fw", "ww", "fc", "wc"), 0) for scale in scales
+    }
+    took = dict.fromkeys(scales, 0.0)
+    for number, (text, language, x, rate, cut, known) in enumerate(cases):
+        shift = number % len(scales)
+        for scale in scales[shift:] + scales[:shift]:
+            aligner.SKIP_SCALE = scale
+            started = time.perf_counter()
+            result = aligner.align(x, rate, text, language)
+            took[scale] += time.perf_counter() - started
+            lost = np.array([w.start is None for w in result])
+            others = known.copy()
+            others[cut] = False
+            wrong, c = int((lost & others).sum()), counts[scale]
+            if cut:
+                c["missing"] += 1
+                c["found"] += int(lost[cut].all())
+                c["fc"], c["wc"] = c["fc"] + wrong, c["wc"] + int(others.sum())
+            else:
+                c["fw"], c["ww"] = c["fw"] + wrong, c["ww"] + int(others.sum())
     return {
-        "found": found / max(missing, 1),
-        "false_whole": 100 * false_whole / max(words_whole, 1),
-        "false_cut": 100 * false_cut / max(words_cut, 1),
-        "took": took,
+        scale: {
+            "found": c["found"] / max(c["missing"], 1),
+            "false_whole": 100 * c["fw"] / max(c["ww"], 1),
+            "false_cut": 100 * c["fc"] / max(c["wc"], 1),
+            "took": took[scale],
+        }
+        for scale, c in counts.items()
     }
 
 
@@ -94,10 +105,9 @@ def main() -> int:
             for lang in args.languages.split(",")
             for case in trials(lang, TEXTS[lang][index], args.seeds)
         ]
-        base = None
-        for scale in scales:
-            r = measure(scale, cases)
-            base = base or r["took"]
+        results = measure(scales, cases)
+        base = results[scales[0]]["took"]
+        for scale, r in results.items():
             label = "none" if scale is None else f"{scale:g}"
             print(
                 f"{name:4} scale {label:>4}: found {100 * r['found']:5.1f}%  spoken unplaced "
