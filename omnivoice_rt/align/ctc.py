@@ -29,7 +29,7 @@ from omnivoice_rt.errors import AlignError, ArtifactError
 
 CTC_FILES = ["model.onnx", "aligner.json"]
 # frames x states of one alignment: its back-pointers, one byte each (and where words may be left
-# out, two bytes a frame and word: at most as much again)
+# out, two bytes a frame and word, at most as much again; four past 16,383 words)
 MAX_CTC_CELLS = 40_000_000
 # what a path pays to leave a word out, in log-probability: a word is unplaced where the model
 # finds the recording's most likely path without it more than 1,000 times as likely as with it

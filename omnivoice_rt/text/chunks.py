@@ -157,7 +157,7 @@ def chunk_text_punctuation(
 
 
 SENTENCE_END = set(".!?…")  # ends a sentence when a space or the end of the text follows
-SENTENCE_END_CJK = set("。！？")  # ends a sentence where it stands
+SENTENCE_END_CJK = set("。！？")  # ends a sentence whatever follows it
 
 
 _ENDS = re.compile("[" + re.escape("".join(SENTENCE_END | SENTENCE_END_CJK)) + "]")
@@ -167,16 +167,17 @@ _RUN = re.compile("[" + re.escape("".join(CLOSING_MARKS | SENTENCE_END)) + "]*")
 def complete_sentences(text: str) -> tuple[list[str], str]:
     """The complete sentences at the start of ``text`` (a text still arriving, as a language
     model writes it), and the rest, still incomplete. A sentence ends at '.', '!', '?' or '…'
-    followed by a space (not after an abbreviation such as 'Dr.'), or at '。', '！', '？'; closing
-    quotes and brackets after it belong to it."""
+    followed by a space (not after an abbreviation such as 'Dr.'), or at '。', '！', '？'
+    followed by anything; closing quotes and brackets after the mark belong to it, so a mark at
+    the end of ``text`` is judged once more has come."""
     arriving = ArrivingSentences()
     return arriving.feed(text), arriving.rest
 
 
 class ArrivingSentences:
     """A text arriving in parts (a Wyoming stream's chunks), cut into complete sentences as
-    they come, as ``complete_sentences`` cuts it: ``feed(part)`` gives the sentences the part
-    completes, ``rest`` holds the rest. Each mark is judged once, when what follows it has
+    they come, as ``complete_sentences`` cuts the whole: ``feed(part)`` gives the sentences the
+    part completes, ``rest`` holds the rest. Each mark is judged once, when what follows it has
     come, so a text sent a character at a time costs about what it costs sent whole."""
 
     def __init__(self):
@@ -191,8 +192,8 @@ class ArrivingSentences:
         while found is not None:
             at, char = found.start(), found.group()
             end = _RUN.match(text, max(at + 1, self.run if at == self.judged else 0)).end()
-            if end == len(text) and char not in SENTENCE_END_CJK:
-                break  # what follows the mark has not come: judged when it has
+            if end == len(text):
+                break  # what follows the mark (a closing quote?) has not come: judged when it has
             complete = char in SENTENCE_END_CJK or text[end].isspace()
             if complete and char == "." and _last_word(text, start, end) in ABBREVIATIONS:
                 complete = False

@@ -179,6 +179,7 @@ def test_audio_helpers_equal_upstream():
         ('He said "stop." Then', ['He said "stop."'], "Then"),
         ("Pi is 3.14 today! Yes? No", ["Pi is 3.14 today!", "Yes?"], "No"),
         ("你好。我是", ["你好。"], "我是"),
+        ("你好。」再见", ["你好。」"], "再见"),  # a closing quote after the mark is its sentence's
         ("Done.", [], "Done."),  # the end of what arrived is not yet the end of a sentence
         ("", [], ""),
     ],
@@ -198,7 +199,8 @@ def test_complete_sentences_of_a_text_still_arriving(text, sentences, rest):
 )
 def test_sentences_arriving_in_parts_are_those_of_the_text_so_far(pieces, cuts):
     """``ArrivingSentences`` fed a text in parts gives what ``complete_sentences`` gives when
-    the whole text so far is cut again at each part (each mark judged once, at any cut)."""
+    the whole text so far is cut again at each part (each mark judged once, at any cut), and in
+    all what it gives for the whole text."""
     from omnivoice_rt.text.chunks import ArrivingSentences, complete_sentences
 
     text, arriving, so_far, got, want, at = "".join(pieces), ArrivingSentences(), "", [], [], 0
@@ -210,3 +212,4 @@ def test_sentences_arriving_in_parts_are_those_of_the_text_so_far(pieces, cuts):
         sentences, so_far = complete_sentences(so_far + part)
         want += sentences
         assert (got, arriving.rest) == (want, so_far)
+    assert (got, arriving.rest) == complete_sentences(text)
