@@ -177,59 +177,71 @@ def test_word_timings_highlight_the_word_the_player_is_at(page):
     """ "Word timings": the lines under the player hold each word with its place; seeking either
     player (the streamed pieces', Gradio's waveform player of the whole result) to a time
     highlights the word whose span holds it, and the captions are WebVTT."""
-    page.get_by_role("tab", name="Text to speech").click()
-    page.locator("#words input").check()
-    page.fill("#tts-text textarea", "Hello there, my good friend. [pause:0.5s] See you soon.")
-    page.click("#tts-generate")
-    wait_for_result(page, result_line(page), "int4")
-    page.wait_for_selector("#result-lines span.word[title]", timeout=60_000)
-    words = page.evaluate(
-        """() => [...document.querySelectorAll('#result-lines span.word')].map(s => [
-             s.innerText, ...(s.title ? s.title.split('-').map(parseFloat) : [null, null])])"""
-    )
-    assert [w[0] for w in words] == [
-        "Hello",
-        "there,",
-        "my",
-        "good",
-        "friend.",
-        "See",
-        "you",
-        "soon.",
-    ]
-    placed = [w for w in words if w[1] is not None and w[2] > w[1]]
-    assert len(placed) >= 4
-    for text, start, end in (placed[1], placed[-1]):
-        page.evaluate(  # the player holding the result (the streamed pieces' plays it all)
-            """t => { const players = [...document.querySelectorAll(
-                 '#result-audio audio, #result-stream audio')].filter(a => a.currentSrc);
-               players[0].currentTime = t; }""",
-            (start + end) / 2,
+    try:  # the box unchecked whatever happens: the next tests' captions are SRT
+        page.get_by_role("tab", name="Text to speech").click()
+        page.locator("#words input").check()
+        page.fill("#tts-text textarea", "Hello there, my good friend. [pause:0.5s] See you soon.")
+        page.click("#tts-generate")
+        wait_for_result(page, result_line(page), "int4")
+        page.wait_for_selector("#result-lines span.word[title]", timeout=60_000)
+        words = page.evaluate(
+            """() => [...document.querySelectorAll('#result-lines span.word')].map(s => [
+                 s.innerText, ...(s.title ? s.title.split('-').map(parseFloat) : [null, null])])"""
         )
-        page.wait_for_function(
-            "w => document.querySelector('#result-lines span.word.spoken')?.innerText === w",
-            arg=text,
-            timeout=10_000,
+        assert [w[0] for w in words] == [
+            "Hello",
+            "there,",
+            "my",
+            "good",
+            "friend.",
+            "See",
+            "you",
+            "soon.",
+        ]
+        placed = [w for w in words if w[1] is not None and w[2] > w[1]]
+        assert len(placed) >= 4
+        # the player holding the result (the streamed pieces' plays it all)
+        player = """() => [...document.querySelectorAll('#result-audio audio, #result-stream audio')]
+                      .filter(a => a.currentSrc)[0]"""
+        for text, start, end in (placed[1], placed[-1]):
+            # its pieces come over a live playlist: a seek past what it holds stops short
+            page.wait_for_function(
+                f"""t => {{ const p = ({player})();
+                    return p && p.buffered.length && p.buffered.end(p.buffered.length - 1) > t; }}""",
+                arg=(start + end) / 2,
+                timeout=30_000,
+            )
+            page.evaluate(  # paused: playing on, it would leave the word before it is counted
+                f"t => {{ const p = ({player})(); p.pause(); p.currentTime = t; }}",
+                (start + end) / 2,
+            )
+            page.wait_for_function(
+                "w => document.querySelector('#result-lines span.word.spoken')?.innerText === w",
+                arg=text,
+                timeout=10_000,
+            )
+            assert page.locator("#result-lines span.word.spoken").count() == 1
+        # Gradio's waveform player of the whole result, whose media element is in a shadow root
+        # (Playwright's CSS reaches into it): played, paused, then moved to a word
+        page.evaluate(
+            "() => document.querySelectorAll('#result-stream audio').forEach(a => a.pause())"
         )
-        assert page.locator("#result-lines span.word.spoken").count() == 1
-    # Gradio's waveform player of the whole result, whose media element is in a shadow root
-    # (Playwright's CSS reaches into it): played, paused, then moved to a word
-    page.evaluate("() => document.querySelectorAll('#result-stream audio').forEach(a => a.pause())")
-    page.locator("#result-audio button[aria-label='Play']").click()
-    page.locator("#result-audio button[aria-label='Pause']").click()
-    waveform = page.locator("#result-audio #waveform audio")
-    for text, start, end in (placed[2], placed[-2]):
-        waveform.evaluate("(player, t) => { player.currentTime = t; }", (start + end) / 2)
-        page.wait_for_function(
-            "w => document.querySelector('#result-lines span.word.spoken')?.innerText === w",
-            arg=text,
-            timeout=10_000,
-        )
-    link = page.locator("#result-captions a").first
-    link.wait_for(timeout=30_000)
-    assert ".vtt" in (link.get_attribute("href") or "")
-    page.screenshot(path=str(SHOTS / "4d-word-timings.png"), full_page=True)
-    page.locator("#words input").uncheck()
+        page.locator("#result-audio button[aria-label='Play']").click()
+        page.locator("#result-audio button[aria-label='Pause']").click()
+        waveform = page.locator("#result-audio #waveform audio")
+        for text, start, end in (placed[2], placed[-2]):
+            waveform.evaluate("(player, t) => { player.currentTime = t; }", (start + end) / 2)
+            page.wait_for_function(
+                "w => document.querySelector('#result-lines span.word.spoken')?.innerText === w",
+                arg=text,
+                timeout=10_000,
+            )
+        link = page.locator("#result-captions a").first
+        link.wait_for(timeout=30_000)
+        assert ".vtt" in (link.get_attribute("href") or "")
+        page.screenshot(path=str(SHOTS / "4d-word-timings.png"), full_page=True)
+    finally:
+        page.locator("#words input").uncheck()
 
 
 def test_the_captions_show_under_the_player_and_download_as_srt(page):
