@@ -60,7 +60,8 @@ def measure(scales: list[float | None], cases) -> dict:
     speech, speech with words cut) and the aligner's time; the scales alternate on each case
     (in a rotating order), so that their times share the machine's moments."""
     counts = {
-        scale: dict.fromkeys(("found", "missing", "fw", "ww", "fc", "wc"), 0) for scale in scales
+        scale: dict.fromkeys(("found", "missing", "false_whole", "whole", "false_cut", "kept"), 0)
+        for scale in scales
     }
     took = dict.fromkeys(scales, 0.0)
     for number, (text, language, x, rate, cut, known) in enumerate(cases):
@@ -77,14 +78,16 @@ def measure(scales: list[float | None], cases) -> dict:
             if cut:
                 c["missing"] += 1
                 c["found"] += int(lost[cut].all())
-                c["fc"], c["wc"] = c["fc"] + wrong, c["wc"] + int(others.sum())
+                c["false_cut"] += wrong
+                c["kept"] += int(others.sum())
             else:
-                c["fw"], c["ww"] = c["fw"] + wrong, c["ww"] + int(others.sum())
+                c["false_whole"] += wrong
+                c["whole"] += int(others.sum())
     return {
         scale: {
             "found": c["found"] / max(c["missing"], 1),
-            "false_whole": 100 * c["fw"] / max(c["ww"], 1),
-            "false_cut": 100 * c["fc"] / max(c["wc"], 1),
+            "false_whole": 100 * c["false_whole"] / max(c["whole"], 1),
+            "false_cut": 100 * c["false_cut"] / max(c["kept"], 1),
             "took": took[scale],
         }
         for scale, c in counts.items()

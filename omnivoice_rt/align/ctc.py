@@ -218,7 +218,7 @@ class _Trellis:
         self.cost[2, 2:] = np.where((at[2:] % 2 == 1) & (labels[2:] != labels[:-2]), 0, inf)
         self.enter, self.leave = np.full(states, inf), np.full(states, inf)
         self.enter[:2] = self.leave[-2:] = 0
-        self.unsaid, self.states = unsaid, states
+        self.states = states
         if unsaid is None:
             return
         count = len(lengths)

@@ -156,7 +156,7 @@ def chunk_text_punctuation(
     return [s for s in ("".join(c).strip() for c in final) if s]
 
 
-SENTENCE_END = set(".!?…")  # ends a sentence when a space or the end of the text follows
+SENTENCE_END = set(".!?…")  # ends a sentence when a space follows
 SENTENCE_END_CJK = set("。！？")  # ends a sentence whatever follows it
 
 

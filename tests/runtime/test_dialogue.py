@@ -67,6 +67,21 @@ def test_voice_tags_are_always_a_script_and_keep_a_turns_own_markup():
         Request(text="Hello [voice:Ann] there.")
 
 
+def read_turns(parts: list[Turn]) -> list[tuple[str | None, str]]:
+    """``TurnReader``'s parts as ``parse``'s turns: (speaker, text, its spaces collapsed), each
+    text part its turn's speaker's."""
+    turns, speaker, said = [], None, ""
+    for part in [*parts, Turn(None, "", 0)]:
+        if part.text:
+            assert part.speaker == speaker
+            said += part.text
+            continue
+        if said.split():
+            turns.append((speaker, " ".join(said.split())))
+        speaker, said = part.speaker, ""
+    return turns
+
+
 @pytest.mark.parametrize("named_lines", [True, False])
 def test_a_script_read_as_it_arrives_gives_the_turns_of_the_whole(named_lines):
     """``TurnReader`` (a Wyoming stream's chunks) cut at every place: its parts joined are
@@ -83,16 +98,7 @@ def test_a_script_read_as_it_arrives_gives_the_turns_of_the_whole(named_lines):
         for at in range(0, len(text), size):
             parts += reader.feed(text[at : at + size])
         parts += reader.feed("", end=True)
-        turns, speaker, said = [], None, ""
-        for part in [*parts, Turn(None, "", 0)]:
-            if part.text:
-                assert part.speaker == speaker
-                said += part.text
-                continue
-            if said.split():
-                turns.append((speaker, " ".join(said.split())))
-            speaker, said = part.speaker, ""
-        assert turns == want, size
+        assert read_turns(parts) == want, size
     with pytest.raises(ScriptError, match=r"line 2: \[voice:a/b\] names no speaker"):
         script.TurnReader().feed("Hi.\nYo [voice:a/b] there")
 
@@ -122,14 +128,7 @@ def test_a_script_arriving_in_any_parts_reads_as_the_whole(named_lines, pieces, 
     except ScriptError as exc:
         assert str(exc) == want
         return
-    turns, speaker, said = [], None, ""
-    for part in [*parts, Turn(None, "", 0)]:
-        if part.text:
-            said += part.text
-            continue
-        if said.split():
-            turns.append((speaker, " ".join(said.split())))
-        speaker, said = part.speaker, ""
+    turns = read_turns(parts)
     assert turns == want or (not turns and "nothing to say" in want)
 
 
