@@ -114,16 +114,14 @@ def assert_close(starts, others):
     assert difference.mean() < 0.02 and difference.max() < 0.12, np.round(difference, 3)
 
 
-def test_far_more_text_than_was_said_places_no_word_and_channels_are_mixed():
+def test_far_more_text_than_was_said_places_no_word_and_bad_input_is_one_line():
+    """(Mixing a recording's channels is tested with a model that hears exactly what it is
+    given, ``test_align_ctc``: eSpeak's template moves a little from one call to the next.)"""
     words = words_of(TWO_SENTENCES)
     spoken = espeak.engine().speak(words, "en+f3", pitch=70)
     short = spoken.samples[: spoken.sample_rate]  # one second of it, and a hundred words
     found = align(short, spoken.sample_rate, " ".join([TWO_SENTENCES] * 8), "en")
     assert len(found) == 8 * len(words) and all(w.start is None for w in found)
-    mono = align(spoken.samples, spoken.sample_rate, TWO_SENTENCES, "en")
-    stereo = np.stack([spoken.samples, spoken.samples], axis=1)  # (samples, channels)
-    mixed = align(stereo, spoken.sample_rate, TWO_SENTENCES, "en")
-    assert_close([w.start for w in mixed], [w.start for w in mono])
     with pytest.raises(AlignError, match="not numbers"):
         align(np.full(16_000, np.nan, np.float32), 16_000, "Hello.")
     with pytest.raises(AlignError, match="sample rate"):

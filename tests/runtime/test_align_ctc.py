@@ -309,3 +309,21 @@ def test_a_word_never_spoken_has_null_times_in_the_library_and_the_tool(tmp_path
     told = json.loads((tmp_path / "words.json").read_text())["words"]
     assert told[1] == {"word": "there,", "start": None, "end": None}
     assert told[0]["start"] is not None and told[2]["start"] is not None
+
+
+def test_a_recordings_channels_are_mixed_whichever_axis_holds_them(tmp_path):
+    """A recording x as two channels, y (x ten frames later) and 2x - y, in (samples, channels)
+    or (channels, samples), either first: the words are placed as in x, their mean, not as in
+    y (the channels are mixed, not one taken); three dimensions are one line."""
+    spell = hearing(tmp_path / "model", list("-ehlortuy"))
+    said = "hhee-ll-lloo" + "-" * 8 + "yyoouu"
+    x, y = spell("-" * 30 + said + "-" * 40), spell("-" * 40 + said + "-" * 30)
+    model, text = str(tmp_path / "model"), "Hello, you."
+    mono = [w.as_dict() for w in align.align(x, 16000, text, model=model)]
+    assert all(w["start"] is not None for w in mono)
+    assert [w.as_dict() for w in align.align(y, 16000, text, model=model)] != mono
+    for channels in ([y, 2 * x - y], [2 * x - y, y]):
+        for stereo in (np.stack(channels, axis=1), np.stack(channels)):
+            assert [w.as_dict() for w in align.align(stereo, 16000, text, model=model)] == mono
+    with pytest.raises(align.AlignError, match="one or a few channels"):
+        align.align(np.zeros((2, 2, 800), np.float32), 16000, text, model=model)
