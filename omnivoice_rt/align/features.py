@@ -1,9 +1,11 @@
 """What the aligner compares: log-mel spectra of a recording and of eSpeak NG's template, the
 template given the recording's level and noise, and cepstra normalised per signal.
 
-Frames of 25 ms every 10 ms at 16 kHz (``HOP_S``), 40 mel bands; the cepstra are c1-c12 and
+Frames of 25 ms every 10 ms at 16 kHz (``HOP_S``), 40 mel bands; the cepstra are c0-c12 and
 their deltas, each normalised to zero mean and unit variance over its own signal (a speaker's
-and a channel's colour taken out)."""
+and a channel's colour taken out). c0 is a frame's level: without it a stretch of silence in
+the recording matched a faint consonant of the template as well as the template's silence, and
+a word after a pause could start in the pause (docs/design.md section 10)."""
 
 from __future__ import annotations
 
@@ -72,8 +74,8 @@ def _loud_half(total: np.ndarray) -> float:
 
 
 def cepstra(spectra: np.ndarray) -> np.ndarray:
-    """c1-c12 and their deltas, each normalised to zero mean and unit variance over the signal."""
-    c = (spectra @ DCT.T)[:, 1:]
+    """c0-c12 and their deltas, each normalised to zero mean and unit variance over the signal."""
+    c = spectra @ DCT.T
     deltas = np.gradient(c, axis=0) if len(c) > 1 else np.zeros_like(c)
     features = np.hstack([c, deltas])
     return ((features - features.mean(0)) / (features.std(0) + 1e-6)).astype(np.float32)

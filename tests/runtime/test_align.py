@@ -53,17 +53,21 @@ def test_words_are_found_within_the_targets_on_speech_unlike_the_template(langua
 
 
 def test_a_word_after_a_sentence_end_is_placed_and_times_are_in_order():
-    """eSpeak loses the mark at a sentence's start; the word's own event stands in for it."""
+    """eSpeak loses the mark at a sentence's start; the word's own event stands in for it. On
+    clean speech (its pauses digital silence), eight renderings: each word within 100 ms of
+    where its sound starts (without c0, a frame's level, among the features, about one
+    rendering in two put a word 100-180 ms off, "Please" in the pause before it)."""
     words = words_of(TWO_SENTENCES)
-    spoken = espeak.engine().speak(words, "en+f3", pitch=70)
-    truth = onsets(spoken.samples, spoken.sample_rate, spoken.starts)
-    assert np.isfinite(spoken.starts).all()
-    found = align(spoken.samples, spoken.sample_rate, TWO_SENTENCES, "en")
-    assert [w.word for w in found] == words
-    starts = np.array([w.start for w in found])
+    for _ in range(8):  # eSpeak's renderings differ a little from call to call
+        spoken = espeak.engine().speak(words, "en+f3", pitch=70)
+        truth = onsets(spoken.samples, spoken.sample_rate, spoken.starts)
+        assert np.isfinite(spoken.starts).all()
+        found = align(spoken.samples, spoken.sample_rate, TWO_SENTENCES, "en")
+        assert [w.word for w in found] == words
+        starts = np.array([w.start for w in found])
+        error = np.abs(starts - truth)
+        assert error.mean() < 0.05 and error.max() < 0.1, np.round(starts - truth, 3)
     ends = np.array([w.end for w in found])
-    error = np.abs(starts - truth)
-    assert error.mean() < 0.05 and error.max() < 0.15, np.round(starts - truth, 3)
     assert (np.diff(starts) >= 0).all() and (ends > starts).all()
     assert (ends[:-1] <= starts[1:] + 1e-9).all()
     assert ends[-1] <= spoken.samples.size / spoken.sample_rate
