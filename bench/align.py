@@ -103,16 +103,19 @@ def onsets(samples: np.ndarray, rate: int, marks: np.ndarray, db: float = 35.0) 
     return starts
 
 
-def varied(words: list[str], voice: str, joiner: str, rng) -> tuple[np.ndarray, int, np.ndarray]:
-    """Test speech of ``words`` (see the module's doc), its rate and each word's true start."""
+def varied(
+    words: list[str], voice: str, joiner: str, rng, speaker: str = VARIANT, pitch: int = PITCH
+) -> tuple[np.ndarray, int, np.ndarray]:
+    """Test speech of ``words`` (see the module's doc), its rate and each word's true start;
+    ``speaker``: eSpeak's voice variant, at ``pitch``."""
     rates = rng.uniform(0.7, 1.5, len(words))
     pauses = np.where(rng.random(len(words)) < 0.25, rng.uniform(100, 350, len(words)), 0.0)
     pauses[-1] = 0.0
     spoken = espeak.engine().speak(
         words,
-        voice + VARIANT,
+        voice + speaker,
         joiner=joiner,
-        pitch=PITCH,
+        pitch=pitch,
         rates=list(rates),
         breaks_ms=list(pauses),
     )

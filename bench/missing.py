@@ -3,9 +3,11 @@
 reports a spoken one, for each cost of leaving a word out (``omnivoice_rt.align.SKIP_SCALE``).
 
     python bench/missing.py [--scales none,0.9,1.2,1.5] [--seeds 12] [--languages en,ru,...]
+                            [--speaker +f3 --pitch 70]
 
 The speech is ``bench/align.py``'s (every word at its own rate, pauses, 20 dB SNR noise; six
-languages of six scripts, both texts). Each rendering is aligned three ways: whole (every
+languages of six scripts, both texts; ``--speaker`` and ``--pitch``: another eSpeak voice
+variant speaks it, further from the template). Each rendering is aligned three ways: whole (every
 unplaced word a false report), with one interior word cut out (from its sound's start to the
 next word's) and with two adjacent ones cut out (a hit: every cut word unplaced; every other
 unplaced word a false report). Prints, per scale and text (main, held out): the share of
@@ -29,18 +31,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import omnivoice_rt.align as aligner  # noqa: E402
-from bench.align import TEXTS, varied  # noqa: E402
+from bench.align import PITCH, TEXTS, VARIANT, varied  # noqa: E402
 from bench.benchmark import machine  # noqa: E402
 
 
-def trials(language: str, text: str, seeds: int):
+def trials(language: str, text: str, seeds: int, speaker: str, pitch: int):
     """For each seed: the rendering whole, with one word cut, with two cut (audio, rate, the
-    cut words' indices, the words with a true start)."""
+    cut words' indices, the words with a true start), spoken by ``speaker`` at ``pitch``."""
     words = aligner.words_of(text)
     joiner = "" if language == "cmn" else " "
     for seed in range(seeds):
         rng = np.random.default_rng(1000 + seed)
-        x, rate, truth = varied(words, language, joiner, rng)
+        x, rate, truth = varied(words, language, joiner, rng, speaker, pitch)
         known = np.isfinite(truth)
         yield x, rate, [], known
         for count in (1, 2):
@@ -99,6 +101,8 @@ def main() -> int:
     parser.add_argument("--scales", default="none,0.9,1.2,1.5")
     parser.add_argument("--seeds", type=int, default=12)
     parser.add_argument("--languages", default=",".join(TEXTS))
+    parser.add_argument("--speaker", default=VARIANT, help="eSpeak's voice variant: +m3, +whisper")
+    parser.add_argument("--pitch", type=int, default=PITCH)
     args = parser.parse_args()
     scales = list(dict.fromkeys(None if s == "none" else float(s) for s in args.scales.split(",")))
     line = []
@@ -106,7 +110,7 @@ def main() -> int:
         cases = [
             (TEXTS[lang][index], lang, *case)
             for lang in args.languages.split(",")
-            for case in trials(lang, TEXTS[lang][index], args.seeds)
+            for case in trials(lang, TEXTS[lang][index], args.seeds, args.speaker, args.pitch)
         ]
         aligner.align(*cases[0][2:4], *cases[0][:2])  # warm (eSpeak, the first calls): unmeasured
         results = measure(scales, cases)
@@ -121,7 +125,7 @@ def main() -> int:
             )
             line += [f"found_{name}_{label}={r['found']:.3f}"]
             line += [f"false_{name}_{label}={r['false_whole']:.2f}"]
-    print(" ".join([*line, f"cpu='{machine()}'"]))
+    print(" ".join([*line, f"speaker={args.speaker}", f"pitch={args.pitch}", f"cpu='{machine()}'"]))
     return 0
 
 

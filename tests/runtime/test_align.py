@@ -86,6 +86,24 @@ def test_the_same_recording_at_another_rate_gives_the_same_times():
     assert_close([w.start for w in a], [w.start for w in b])
 
 
+@pytest.mark.parametrize("missing", ["minutes.", "hurry"])
+def test_a_word_the_recording_never_says_is_unplaced(missing):
+    """The text read without one of its words, three renderings: that word has null times (the
+    warp leaves it out, ``SKIP_SCALE``), every other word is placed within 100 ms of where its
+    sound starts (with ``SKIP_SCALE`` None the word was squeezed between its neighbours)."""
+    words = words_of(TWO_SENTENCES)
+    cut = words.index(missing)
+    said = words[:cut] + words[cut + 1 :]
+    for _ in range(3):
+        spoken = espeak.engine().speak(said, "en+f3", pitch=70)
+        truth = onsets(spoken.samples, spoken.sample_rate, spoken.starts)
+        found = align(spoken.samples, spoken.sample_rate, TWO_SENTENCES, "en")
+        assert [w.word for w in found] == words
+        assert found[cut].start is None and found[cut].end is None
+        starts = np.array([w.start for w in found[:cut] + found[cut + 1 :]], np.float64)
+        assert np.abs(starts - truth).max() < 0.1, np.round(starts - truth, 3)
+
+
 @pytest.mark.parametrize(
     "recording",
     [
