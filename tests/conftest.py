@@ -319,6 +319,7 @@ NEEDS = {
         "published",
         "published_int4",
         "tiny_whisper",
+        "ctc_model",
         "wheel",
         "fresh",
     },

@@ -127,7 +127,8 @@ def test_a_word_the_model_hears_nowhere_is_left_out():
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
+def ctc_model(tmp_path_factory):
+    """The random-weight CTC model, exported with torch: a ``build`` fixture (conftest's NEEDS)."""
     pytest.importorskip("torch", reason="the export needs torch (the dev extra)")
     from omnivoice_build.ctc_fixture import export_ctc
 
@@ -138,12 +139,12 @@ def noise(seconds: float, rate: int = 24000) -> np.ndarray:
     return np.random.default_rng(0).normal(0, 0.1, round(seconds * rate)).astype(np.float32)
 
 
-def test_a_ctc_model_places_every_word_it_can_spell_in_order(model):
+def test_a_ctc_model_places_every_word_it_can_spell_in_order(ctc_model):
     """Words spelled in the model's labels (case and accents folded) are placed, in order,
     inside the recording, at its 20 ms frames; a word it cannot spell (Chinese, for MMS-FA's
     Latin labels) is unplaced; the words are the text's as written."""
     text = "Hello, world! Don't 你好 Ça va."
-    words = align.align(noise(3.0), 24000, text, model=model)
+    words = align.align(noise(3.0), 24000, text, model=ctc_model)
     assert [w.word for w in words] == align.words_of(text)
     assert [w.start is None for w in words] == [False] * 3 + [True] * 2 + [False] * 2
     placed = [w for w in words if w.start is not None]
@@ -151,14 +152,14 @@ def test_a_ctc_model_places_every_word_it_can_spell_in_order(model):
     for before, after in zip(placed, placed[1:], strict=False):
         assert before.start < before.end <= after.start < after.end
     assert all(abs(w.start / 0.02 - round(w.start / 0.02)) < 1e-6 for w in placed)
-    loaded = ctc.loaded(model)
+    loaded = ctc.loaded(ctc_model)
     assert loaded.spelled("Ça") == loaded.spelled("ca") and loaded.spelled("你") == []
     # the labels' own tokens (MMS-FA's star, any sound) are not the text's punctuation
     assert "*" in loaded.labels and loaded.spelled("*yes*") == loaded.spelled("yes")
     assert loaded.spelled("don't") == [loaded.index[c] for c in "don't"]
     # a text of hundreds of letters (back-pointers past int8's reach once overflowed)
     long = " ".join(["Seventy brave sailors rowed quietly along the harbour"] * 8)
-    words = align.align(noise(12.0), 24000, long, model=model)
+    words = align.align(noise(12.0), 24000, long, model=ctc_model)
     starts = [w.start for w in words if w.start is not None]
     assert len(starts) > 48 and starts == sorted(starts) and words[-1].end <= 12.0 + 1e-6
 
@@ -171,9 +172,9 @@ def unconfigured():
     align.configure(None)
 
 
-def test_the_process_aligner_is_the_flag_then_the_environment(model, monkeypatch, unconfigured):
-    monkeypatch.setenv("OMNIVOICE_ALIGN_MODEL", model)
-    assert align.aligner_source() == model
+def test_the_process_aligner_is_the_flag_then_the_environment(ctc_model, monkeypatch, unconfigured):
+    monkeypatch.setenv("OMNIVOICE_ALIGN_MODEL", ctc_model)
+    assert align.aligner_source() == ctc_model
     assert align.align(noise(1.0), 24000, "Hi there")[0].start is not None  # no eSpeak needed
     align.configure("eSpeak")  # a server's --align-model, in any case
     assert align.aligner_source() == align.ESPEAK
@@ -182,7 +183,7 @@ def test_the_process_aligner_is_the_flag_then_the_environment(model, monkeypatch
     assert align.aligner_source() == align.ESPEAK
 
 
-def test_a_folder_that_is_no_aligner_is_one_line(tmp_path, model):
+def test_a_folder_that_is_no_aligner_is_one_line(tmp_path, ctc_model):
     import shutil
     from pathlib import Path
 
@@ -198,27 +199,29 @@ def test_a_folder_that_is_no_aligner_is_one_line(tmp_path, model):
     (tmp_path / "aligner.json").write_text('{"labels": ["-", "a"]}')
     with pytest.raises(ArtifactError, match="model.onnx is not a model ONNX Runtime loads"):
         ctc.CtcAligner.load(tmp_path)
-    shutil.copy(Path(model) / "model.onnx", tmp_path / "model.onnx")  # 29 outputs, 2 labels
+    shutil.copy(Path(ctc_model) / "model.onnx", tmp_path / "model.onnx")  # 29 outputs, 2 labels
     with pytest.raises(ArtifactError, match=r"not \[1, frames, 2\] for aligner.json's 2 labels"):
         ctc.CtcAligner.load(tmp_path).align(noise(1.0), 24000, ["a"])
 
 
-def test_a_short_recording_or_upper_case_labels_still_align(model, tmp_path):
+def test_a_short_recording_or_upper_case_labels_still_align(ctc_model, tmp_path):
     """Under 50 ms of audio places no word (no error); a model whose labels are capitals
     (wav2vec2's) spells a lower-case text in them."""
     import shutil
     from pathlib import Path
 
-    assert [w.start for w in align.align(noise(0.01), 24000, "Hi you", model=model)] == [None] * 2
-    shutil.copy(Path(model) / "model.onnx", tmp_path / "model.onnx")
-    config = json.loads((Path(model) / "aligner.json").read_text())
+    assert [w.start for w in align.align(noise(0.01), 24000, "Hi you", model=ctc_model)] == [
+        None
+    ] * 2
+    shutil.copy(Path(ctc_model) / "model.onnx", tmp_path / "model.onnx")
+    config = json.loads((Path(ctc_model) / "aligner.json").read_text())
     config["labels"] = [label.upper() for label in config["labels"]]
     (tmp_path / "aligner.json").write_text(json.dumps(config))
     words = align.align(noise(1.0), 24000, "Hello you", model=str(tmp_path))
     assert all(w.start is not None for w in words)
 
 
-def test_the_command_line_aligns_with_the_model_and_a_server_refuses_a_bad_one(model, tmp_path):
+def test_the_command_line_aligns_with_the_model_and_a_server_refuses_a_bad_one(ctc_model, tmp_path):
     import soundfile as sf
 
     from tests.runtime.test_runtime import ROOT
@@ -227,7 +230,7 @@ def test_the_command_line_aligns_with_the_model_and_a_server_refuses_a_bad_one(m
     sf.write(audio, noise(2.0, 16000), 16000)
     command = [sys.executable, "-m", "omnivoice_rt", "align", "--audio", str(audio)]
     done = subprocess.run(
-        [*command, "--text", "Good evening, Ann.", "--align-model", model, "--output", str(out)],
+        [*command, "--text", "Good evening, Ann.", "--align-model", ctc_model, "--output", str(out)],
         capture_output=True, text=True, cwd=ROOT, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
