@@ -19,8 +19,10 @@ the server's one line with the other doors, under the same limits, preset and de
   stays usable (except after a frame that cannot be read: then it is closed). A client that goes
   away stops its synthesis at the next step and frees the line;
 - bounded: at most ``max_connections`` at once (a newcomer past them gets an ``error`` event,
-  code ``busy``, and is closed), and a connection that sends nothing for ``idle_timeout`` seconds
-  while nothing is being made for it is closed (code ``idle``).
+  code ``busy``, and is closed), at most ``MAX_QUEUED_EVENTS`` events read ahead of the answers
+  (a stream's chunks that come while a sentence is made join into one: ``Connection.joined``),
+  and a connection that sends nothing for ``idle_timeout`` seconds while nothing is being made
+  for it is closed (code ``idle``).
 
 Beyond the protocol, a ``synthesize`` or ``synthesize-start`` may carry any of the request's
 options by its name in its data (``request.DOOR_FIELDS``: ``seed`` for the same audio again,
@@ -272,6 +274,7 @@ class Connection(AsyncEventHandler):
         self.loop = asyncio.get_running_loop()
         self.stopped = threading.Event()  # the client went away: its synthesis stops
         self.events: asyncio.Queue = asyncio.Queue()
+        self.queued_chunk: Event | None = None  # the last event queued, a chunk not yet taken
         self.stream: dict | None = None  # a text stream under way: voice, options, text so far
         self.answering = False  # an event is being answered (its speech made)
         self.heard = self.loop.time()  # when the client last sent an event, or was last answered
@@ -317,12 +320,15 @@ class Connection(AsyncEventHandler):
                 event = await read_event(self.reader)
                 if event is None:
                     break
+                self.heard = self.loop.time()
+                if self.joined(event):
+                    continue
                 if self.events.qsize() >= MAX_QUEUED_EVENTS:
                     raise BadFrame(
                         f"more than {MAX_QUEUED_EVENTS} events sent ahead of the answers"
                     )
-                self.heard = self.loop.time()
                 self.events.put_nowait(event)
+                self.queued_chunk = event if _text_chunk(event) else None
         except BadFrame as exc:
             with contextlib.suppress(Exception):
                 await self.write_event(
@@ -337,6 +343,18 @@ class Connection(AsyncEventHandler):
             with contextlib.suppress(BaseException):
                 await worker
             self.writer.close()
+
+    def joined(self, event: Event) -> bool:
+        """Whether ``event``, a stream's chunk, joined the chunk queued before it and not yet
+        taken: one text, read as the two would be (a stream reads any cut of its text alike,
+        ``text.chunks.ArrivingSentences``), so that an answer streamed a word a chunk while a
+        sentence is made never counts as events sent ahead. Kept to ``MAX_TEXT_CHARS`` and one
+        more: past that the stream is refused as too long anyway."""
+        queued = self.queued_chunk
+        if queued is None or not _text_chunk(event):
+            return False
+        queued.data["text"] = (queued.data["text"] + event.data["text"])[: MAX_TEXT_CHARS + 1]
+        return True
 
     async def close_when_idle(self) -> None:
         """Close the connection once the client sent nothing for ``idle_timeout`` seconds while
@@ -356,6 +374,8 @@ class Connection(AsyncEventHandler):
 
     async def answer(self) -> None:
         while (event := await self.events.get()) is not None and not self.stopped.is_set():
+            if event is self.queued_chunk:  # taken: a later chunk is queued on its own
+                self.queued_chunk = None
             self.answering = True
             metrics = self.door.service.metrics
             try:
@@ -650,6 +670,16 @@ def build_request(text: str, voice: dict, options: dict, normalizer=None) -> Req
         duration = (frames + 0.5) / voice["frame_rate"] + pause_seconds(request.parts)
         request = request.with_prompt(prompt, duration=duration)
     return request
+
+
+def _text_chunk(event: Event) -> bool:
+    """Whether ``event`` is a ``synthesize-chunk`` with its text (a string)."""
+    data = event.data
+    return (
+        SynthesizeChunk.is_type(event.type)
+        and isinstance(data, dict)
+        and isinstance(data.get("text"), str)
+    )
 
 
 def text_of(data: dict) -> str:

@@ -229,6 +229,41 @@ async def failed_stream_then(port: int, document: str, text: str) -> list[Event]
                 return events
 
 
+def test_a_stream_of_many_small_chunks_sent_at_once_is_spoken_whole(server):
+    """An LLM's answer streamed a word a chunk, every chunk sent at once (300 of them, while
+    the first sentence is being made): every sentence is spoken, none dropped."""
+    _, port, _ = server
+    words = " ".join(f"Sentence {n} has five words." for n in range(60)).split(" ")
+    chunks = [word + " " for word in words]
+    events = asyncio.run(stream_events(port, {"seed": 1, "num_step": 4}, chunks))
+    assert events[-1].type == "synthesize-stopped", [e.type for e in events][-3:]
+    assert len(audios(events)) == 60
+
+
+def test_a_stream_sent_a_character_at_a_time_holds_no_other_client(server):
+    """A stream of 9,000 characters of "Dr. " (no sentence ever ends), a character an event, as
+    fast as they go: the connection stays open (chunks that come faster than they are read join
+    the one queued before them), a second client's describe sent after them all is answered
+    within 20 s while the stream is still open (each chunk is read once; rereading what was held
+    took the event loop over a minute), and once the stream's client leaves without a stop, a
+    synthesize is served."""
+    _, port, _ = server
+
+    async def run() -> float:
+        async with AsyncTcpClient("127.0.0.1", port) as hostile:
+            await hostile.write_event(Event("synthesize-start", {"seed": 1}))
+            for char in "Dr. " * 2250:
+                await hostile.write_event(SynthesizeChunk(char).event())
+            async with AsyncTcpClient("127.0.0.1", port) as other:
+                started = time.monotonic()
+                assert (await describe(other)).tts  # (describe waits at most 30 s)
+                return time.monotonic() - started
+
+    assert asyncio.run(run()) < 20
+    types, audio = speak(port, "Good evening.", 1, num_step=4)
+    assert types[-1] == "audio-stop" and len(audio) > 0
+
+
 def test_a_streamed_ssml_document_is_spoken_whole_at_its_end(server):
     """A stream that starts with "<": an SSML document, read whole at the stream's stop, as a
     synthesize event's text is (its <voice> elements a script, its breaks honoured)."""
