@@ -8,8 +8,9 @@ The steps, one module each: ``espeak.py`` speaks the template with a mark before
 ``features.py`` makes both signals' spectra comparable (the recording's level and noise given to
 the template, cepstra normalised per signal); ``dtw.py`` warps one onto the other in a band.
 Chosen by measurement (``bench/align.py``; docs/design.md "Word timings"): on speech whose every
-word has its own rate, with pauses and noise, a word's start is found within 20-32 ms on
-average, 95% within 113 ms, in six languages of six scripts.
+word has its own rate, with pauses and noise, a word's start is found within 17-25 ms on
+average, 95% within 68 ms, in six languages of six scripts; a word the recording never says is
+unplaced more often than not (``SKIP_SCALE``).
 
 Which words: the text as written, split at spaces; a script written without them (Chinese,
 Japanese kana, Thai) character by character. eSpeak reads what it is given ("5 pm" as "five

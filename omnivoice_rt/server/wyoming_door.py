@@ -433,8 +433,10 @@ class Connection(AsyncEventHandler):
             text = data.get("text")
             if not isinstance(text, str):
                 raise WyomingError("bad-event", "synthesize-chunk needs 'text', a string.")
+            room = MAX_TEXT_CHARS - stream["said"]
             stream["said"] += len(text)
-            if stream["said"] > MAX_TEXT_CHARS:
+            if len(text) > room:  # what fits is read first, as chunks of its own would have been
+                await self.stream_text(stream, text[: max(room, 0)])
                 self.stream = None
                 raise WyomingError(
                     "text-too-long",
@@ -515,7 +517,7 @@ class Connection(AsyncEventHandler):
             else:  # a turn begins, or the stream ends: the last turn's rest is said
                 sentences, stream["text"] = [stream["text"].rest], ArrivingSentences()
             for sentence in filter(str.strip, sentences):
-                await self.speak_streamed(stream, sentence)
+                await self.speak_told(stream, sentence)
             if part is not None and not part.text:
                 self.turn_begins(stream, part)
 
@@ -544,6 +546,20 @@ class Connection(AsyncEventHandler):
         if stream["said_any"]:  # every turn but the first, as dialogue.stream's
             stream["pause"] = stream["turn_pause"]
         stream["speaker"] = turn.speaker
+
+    async def speak_told(self, stream: dict, sentence: str) -> None:
+        """One sentence of a stream; where it cannot be spoken (no letters, the line full, its
+        synthesis failed) the client is told (an ``error`` event) and the stream goes on with
+        the next, so that no sentence of a chunk is lost with the one before it."""
+        try:
+            await self.speak_streamed(stream, sentence)
+        except (Cancelled, Stopping, ConnectionError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - told in the protocol's words, as answer() does
+            if self.writer.is_closing():
+                raise
+            self.door.service.metrics.ended("wyoming", exc)
+            await self.write_event(error_event(exc))
 
     async def speak_streamed(self, stream: dict, sentence: str) -> None:
         """One sentence of a stream, in its speaker's voice; a speaker's first sentence's voice

@@ -64,6 +64,7 @@ def test_a_word_after_a_sentence_end_is_placed_and_times_are_in_order():
         assert np.isfinite(spoken.starts).all()
         found = align(spoken.samples, spoken.sample_rate, TWO_SENTENCES, "en")
         assert [w.word for w in found] == words
+        assert all(w.start is not None for w in found), found
         starts = np.array([w.start for w in found])
         error = np.abs(starts - truth)
         assert error.mean() < 0.05 and error.max() < 0.1, np.round(starts - truth, 3)
@@ -100,6 +101,7 @@ def test_a_word_the_recording_never_says_is_unplaced(missing):
         found = align(spoken.samples, spoken.sample_rate, TWO_SENTENCES, "en")
         assert [w.word for w in found] == words
         assert found[cut].start is None and found[cut].end is None
+        assert all(w.start is not None for w in found[:cut] + found[cut + 1 :]), found
         starts = np.array([w.start for w in found[:cut] + found[cut + 1 :]], np.float64)
         assert np.abs(starts - truth).max() < 0.1, np.round(starts - truth, 3)
 

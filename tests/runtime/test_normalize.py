@@ -246,7 +246,7 @@ def test_a_request_reads_its_numbers_as_words_when_asked():
 @pytest.mark.parametrize(
     "options,message",
     [
-        # 3,000 characters read as 12,000 ("five percent"; reading numbers takes 2-4 ms a character)
+        # 3,000 characters read as 13,000 ("five percent"; reading numbers takes 2-4 ms a character)
         (
             {"text": "5% " * 1000},
             "text is over 10000 characters long with its numbers read as words",

@@ -14,6 +14,7 @@ import openai
 import pytest
 from wyoming.client import AsyncTcpClient
 from wyoming.event import Event
+from wyoming.ping import Ping
 from wyoming.tts import SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
 
 from omnivoice_rt.audio.formats import pcm16
@@ -159,8 +160,11 @@ def test_a_script_speaks_each_name_in_the_librarys_voice_of_that_name(server, ru
     assert len(plain) > 0
 
 
-async def stream_events(port: int, start: dict, chunks: list[str]) -> list[Event]:
-    """A stream's events: its start's data, its chunks, its stop; every answer to the end."""
+async def stream_events(
+    port: int, start: dict, chunks: list[str], past_errors: bool = False
+) -> list[Event]:
+    """A stream's events: its start's data, its chunks, its stop; every answer to the end (its
+    first error, or with ``past_errors`` its ``synthesize-stopped``)."""
     async with AsyncTcpClient("127.0.0.1", port) as client:
         await client.write_event(Event("synthesize-start", start))
         for chunk in chunks:
@@ -169,7 +173,7 @@ async def stream_events(port: int, start: dict, chunks: list[str]) -> list[Event
         events = []
         while (event := await asyncio.wait_for(client.read_event(), 120)) is not None:
             events.append(event)
-            if event.type in ("error", "synthesize-stopped"):
+            if event.type == "synthesize-stopped" or event.type == "error" and not past_errors:
                 return events
 
 
@@ -240,6 +244,22 @@ def test_a_stream_of_many_small_chunks_sent_at_once_is_spoken_whole(server):
     assert len(audios(events)) == 60
 
 
+def test_a_sentence_that_cannot_be_spoken_loses_none_after_it(server):
+    """Chunks sent at once while the first sentence is made (so the rest join): the sentence
+    with nothing to speak ("?!") is an error event and the sentences after it are spoken; a
+    stream that passes the length limit speaks what came before it, then is refused."""
+    _, port, _ = server
+    chunks = ["Good morning. ", "?! ", "Bye now. ", "See you."]
+    events = asyncio.run(stream_events(port, {"seed": 1, "num_step": 4}, chunks, True))
+    types = [e.type for e in events if e.type in ("audio-start", "error", "synthesize-stopped")]
+    assert types == ["audio-start", "error", "audio-start", "audio-start", "synthesize-stopped"]
+    assert "no letters or digits" in next(e for e in events if e.type == "error").data["text"]
+    said = [f"Sentence {n} is here. " for n in range(20)]
+    events = asyncio.run(stream_events(port, {"seed": 1, "num_step": 4}, [*said, "x" * 9_900]))
+    assert len(audios(events)) == 20 and events[-1].type == "error"
+    assert events[-1].data["code"] == "text-too-long"
+
+
 def test_a_stream_sent_a_character_at_a_time_holds_no_other_client(server):
     """A stream of 9,000 characters of "Dr. " (no sentence ever ends), a character an event, as
     fast as they go: the connection stays open (chunks that come faster than they are read join
@@ -257,7 +277,11 @@ def test_a_stream_sent_a_character_at_a_time_holds_no_other_client(server):
             async with AsyncTcpClient("127.0.0.1", port) as other:
                 started = time.monotonic()
                 assert (await describe(other)).tts  # (describe waits at most 30 s)
-                return time.monotonic() - started
+                took = time.monotonic() - started
+            await hostile.write_event(Ping(text="still here").event())
+            event = await asyncio.wait_for(hostile.read_event(), 60)
+            assert event is not None and event.type == "pong", event
+            return took
 
     assert asyncio.run(run()) < 20
     types, audio = speak(port, "Good evening.", 1, num_step=4)
