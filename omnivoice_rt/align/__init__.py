@@ -10,7 +10,7 @@ the template, cepstra normalised per signal); ``dtw.py`` warps one onto the othe
 Chosen by measurement (``bench/align.py``; docs/design.md "Word timings"): on speech whose every
 word has its own rate, with pauses and noise, a word's start is found within 17-25 ms on
 average, 95% within 68 ms, in six languages of six scripts; a word the recording never says is
-unplaced more often than not (``SKIP_SCALE``).
+squeezed between its neighbours unless ``SKIP_SCALE`` lets the warp leave it out.
 
 Which words: the text as written, split at spaces; a script written without them (Chinese,
 Japanese kana, Thai) character by character. eSpeak reads what it is given ("5 pm" as "five
@@ -41,9 +41,10 @@ NEAR_S = 0.05
 ONSET_DB = 35.0  # a template word's sound starts where it comes within this of the loudest
 # what the warp pays to leave a word out (a word never spoken): SKIP_SCALE x (SKIP_BASE +
 # SKIP_PER_FRAME a frame of the word's sound), in the frames' distance; None: never. 0.9 finds
-# 57-58% of missing words and unplaces one spoken word in 1,000 more than None (bench/missing.py,
-# docs/performance.md "A word never spoken")
-SKIP_SCALE: float | None = 0.9
+# 57-58% of missing words (bench/missing.py) but also leaves out short spoken words eSpeak runs
+# into the next one (Russian "в", 2 runs in 3 on eSpeak NG 1.51), which real speech reduces
+# more still: None (docs/design.md section 10)
+SKIP_SCALE: float | None = None
 SKIP_BASE, SKIP_PER_FRAME = 2.0, 0.15
 
 # languages whose eSpeak NG voice has another name than their code
