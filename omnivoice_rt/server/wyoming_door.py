@@ -390,10 +390,14 @@ class Connection(AsyncEventHandler):
                     metrics.ended("wyoming", Cancelled("the client went away"))
                     logger.info("a Wyoming client went away; its answer stopped")
                     return
-                metrics.ended("wyoming", exc)
-                await self.write_event(error_event(exc))
+                await self.refused(exc)
             finally:
                 self.answering, self.heard = False, self.loop.time()
+
+    async def refused(self, exc: Exception) -> None:
+        """An answer (or a stream's sentence) refused: counted, and told as an ``error``."""
+        self.door.service.metrics.ended("wyoming", exc)
+        await self.write_event(error_event(exc))
 
     # ------------------------------------------------------------------ events
 
@@ -436,7 +440,7 @@ class Connection(AsyncEventHandler):
             room = MAX_TEXT_CHARS - stream["said"]
             stream["said"] += len(text)
             if len(text) > room:  # what fits is read first, as chunks of its own would have been
-                await self.stream_text(stream, text[: max(room, 0)])
+                await self.stream_text(stream, text[:room])
                 self.stream = None
                 raise WyomingError(
                     "text-too-long",
@@ -558,8 +562,7 @@ class Connection(AsyncEventHandler):
         except Exception as exc:  # noqa: BLE001 - told in the protocol's words, as answer() does
             if self.writer.is_closing():
                 raise
-            self.door.service.metrics.ended("wyoming", exc)
-            await self.write_event(error_event(exc))
+            await self.refused(exc)
 
     async def speak_streamed(self, stream: dict, sentence: str) -> None:
         """One sentence of a stream, in its speaker's voice; a speaker's first sentence's voice

@@ -173,7 +173,7 @@ async def stream_events(
         events = []
         while (event := await asyncio.wait_for(client.read_event(), 120)) is not None:
             events.append(event)
-            if event.type == "synthesize-stopped" or event.type == "error" and not past_errors:
+            if event.type == "synthesize-stopped" or (event.type == "error" and not past_errors):
                 return events
 
 
