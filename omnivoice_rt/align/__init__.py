@@ -9,8 +9,8 @@ The steps, one module each: ``espeak.py`` speaks the template with a mark before
 the template, cepstra normalised per signal); ``dtw.py`` warps one onto the other in a band.
 Chosen by measurement (``bench/align.py``; docs/design.md "Word timings"): on speech whose every
 word has its own rate, with pauses and noise, a word's start is found within 17-25 ms on
-average, 95% within 68 ms, in six languages of six scripts; a word the recording never says is
-squeezed between its neighbours unless ``SKIP_SCALE`` lets the warp leave it out.
+average, 95% within 68 ms, in six languages of six scripts; the warp may leave out a word the
+recording never says (``SKIP_SCALE``), and such a word is unplaced.
 
 Which words: the text as written, split at spaces; a script written without them (Chinese,
 Japanese kana, Thai) character by character. eSpeak reads what it is given ("5 pm" as "five
@@ -40,12 +40,15 @@ BAND_S, BAND_SHARE = 2.0, 0.15  # the warp's band: this much either side of the 
 NEAR_S = 0.05
 ONSET_DB = 35.0  # a template word's sound starts where it comes within this of the loudest
 # what the warp pays to leave a word out (a word never spoken): SKIP_SCALE x (SKIP_BASE +
-# SKIP_PER_FRAME a frame of the word's sound), in the frames' distance; None: never. 0.9 finds
-# 57-58% of missing words (bench/missing.py) but also leaves out short spoken words eSpeak runs
-# into the next one (Russian "в", 2 runs in 3 on eSpeak NG 1.51), which real speech reduces
-# more still: None (docs/design.md section 10)
-SKIP_SCALE: float | None = None
+# SKIP_PER_FRAME a frame of the word's sound), in the frames' distance; None: never (such a word
+# is squeezed between its neighbours). 0.9 finds 56-71% of missing words and unplaces at most
+# about one spoken word in 1,000 more than None (bench/missing.py; docs/design.md section 10)
+SKIP_SCALE: float | None = 0.9
 SKIP_BASE, SKIP_PER_FRAME = 2.0, 0.15
+# a word whose sound in the template is shorter than this is never left out: eSpeak runs such a
+# word (Russian "в", "и") into the next one, the warp then took it for unspoken, and no missing
+# word this short was found
+SKIP_SHORTEST_S = 0.06
 
 # languages whose eSpeak NG voice has another name than their code
 _VOICES = {"zh": "cmn", "arb": "ar", "cmn": "cmn", "yue": "yue", "nb": "nb", "fil": "tl"}
@@ -274,7 +277,8 @@ def _placed(words: list[str], recording: np.ndarray, template) -> list[Word]:
     if not dtw.reachable(len(ours), len(theirs), half):  # far more text than was said
         logger.info("alignment: the text is too long for its recording; no word placed")
         return unplaced(words)
-    path = dtw.warp(ours, theirs, sounds, gaps, half, _skip_costs(sounds, gaps, len(theirs)))
+    skips = _skip_costs(sounds, gaps, len(theirs))
+    path = dtw.warp(ours, theirs, sounds, gaps, half, skips)
     # a word starts where its sound is reached, less the faint frames before that sound
     starts = np.clip(np.searchsorted(path, sounds) - lead, 0, len(path) - 1)
     heard = _over(spectra, noise)
@@ -283,8 +287,8 @@ def _placed(words: list[str], recording: np.ndarray, template) -> list[Word]:
     # a word found only where the recording holds no sound over its noise was not spoken there
     loud, near = _over(recording, noise), round(NEAR_S / features.HOP_S)
     lost = [not loud[max(a - near, 0) : b + near].any() for a, b in zip(starts, stops, strict=True)]
-    if SKIP_SCALE is not None:
-        lost = np.array(lost) | dtw.skipped(path, sounds, gaps)
+    if skips is not None:
+        lost = np.array(lost) | dtw.skipped(path, sounds, gaps, skips)
     # in order, and no word ends after the next one starts
     starts = np.maximum.accumulate(starts)
     stops = np.maximum(np.minimum(stops, np.r_[starts[1:], len(path)]), starts)
@@ -301,13 +305,14 @@ def _placed(words: list[str], recording: np.ndarray, template) -> list[Word]:
 
 
 def _skip_costs(sounds: np.ndarray, gaps: np.ndarray, frames: int) -> np.ndarray | None:
-    """What the warp pays to leave each word out (``SKIP_SCALE``; the first and last word:
-    never)."""
+    """What the warp pays to leave each word out (``SKIP_SCALE``; inf: never, for the first and
+    last word and one shorter than ``SKIP_SHORTEST_S``)."""
     if SKIP_SCALE is None:
         return None
     length = np.r_[gaps[1:], frames] - sounds
     costs = SKIP_SCALE * (SKIP_BASE + SKIP_PER_FRAME * length)
     costs[[0, -1]] = np.inf
+    costs[length * features.HOP_S < SKIP_SHORTEST_S - 1e-9] = np.inf
     return costs.astype(np.float32)
 
 

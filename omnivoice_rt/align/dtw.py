@@ -118,12 +118,13 @@ def _leave_out(prev, best, step, lo, hi, onsets, sources, skips) -> None:
             best[cell], step[cell] = c, onsets[t] - sources[w] - k
 
 
-def skipped(path: np.ndarray, onsets: np.ndarray, gaps: np.ndarray) -> np.ndarray:
+def skipped(path: np.ndarray, onsets: np.ndarray, gaps: np.ndarray, skips: np.ndarray):
     """Which words the path leaves out: no recording frame takes a template frame of their
-    sound (``[onset, next gap)``; the last word is never left out)."""
+    sound (``[onset, next gap)``; the last word is never left out), of those ``skips`` lets
+    it leave out (a word that may not be, one frame long, is hopped by a two-frame step)."""
     ends = np.r_[gaps[1:], np.iinfo(np.int64).max]
     taken = np.searchsorted(path, ends) > np.searchsorted(path, onsets)
-    return ~taken
+    return ~taken & np.isfinite(skips)
 
 
 def _cost(frame: np.ndarray, frames: np.ndarray) -> np.ndarray:
