@@ -41,13 +41,13 @@ NEAR_S = 0.05
 ONSET_DB = 35.0  # a template word's sound starts where it comes within this of the loudest
 # what the warp pays to leave a word out (a word never spoken): SKIP_SCALE x (SKIP_BASE +
 # SKIP_PER_FRAME a frame of the word's sound), in the frames' distance; None: never (such a word
-# is squeezed between its neighbours). 0.9 finds 56-71% of missing words and unplaces at most
-# about one spoken word in 1,000 more than None (bench/missing.py; docs/design.md section 10)
+# is squeezed between its neighbours). 0.9 finds 54-71% of missing words and unplaces at most
+# about one spoken word in 1,000 (bench/missing.py; docs/design.md section 10)
 SKIP_SCALE: float | None = 0.9
 SKIP_BASE, SKIP_PER_FRAME = 2.0, 0.15
-# a word whose sound in the template is shorter than this is never left out: eSpeak runs such a
-# word (Russian "в", "и") into the next one, the warp then took it for unspoken, and no missing
-# word this short was found
+# a word whose sound in the template is shorter than this is never left out, and placed where
+# nothing sounds it is said with the next word: eSpeak runs such a word (Russian "в", "и") into
+# the next one, the warp then took it for unspoken, and no missing word this short was found
 SKIP_SHORTEST_S = 0.06
 
 # languages whose eSpeak NG voice has another name than their code
@@ -287,6 +287,7 @@ def _placed(words: list[str], recording: np.ndarray, template) -> list[Word]:
     # a word found only where the recording holds no sound over its noise was not spoken there
     loud, near = _over(recording, noise), round(NEAR_S / features.HOP_S)
     lost = [not loud[max(a - near, 0) : b + near].any() for a, b in zip(starts, stops, strict=True)]
+    lost = _said_with_next(np.array(lost), starts, stops, np.r_[gaps[1:], len(theirs)] - sounds)
     if skips is not None:
         lost = np.array(lost) | dtw.skipped(path, sounds, gaps, skips)
     # in order, and no word ends after the next one starts
@@ -302,6 +303,20 @@ def _placed(words: list[str], recording: np.ndarray, template) -> list[Word]:
     if missing:
         logger.info("alignment: %d of %d words not placed", missing, len(result))
     return result
+
+
+def _said_with_next(lost, starts, stops, lengths) -> np.ndarray:
+    """A word too short to tell apart (its template sound under ``SKIP_SHORTEST_S``: eSpeak runs
+    it into the next word, as Russian "в") placed where nothing sounds is said with the next
+    word, where that one is heard: it ends where the next starts (``starts``, ``stops`` moved in
+    place). Returns which words stay lost."""
+    short = lengths * features.HOP_S < SKIP_SHORTEST_S - 1e-9
+    for k in np.flatnonzero(lost[:-1] & short[:-1])[::-1]:
+        if not lost[k + 1]:
+            stops[k] = starts[k + 1]
+            starts[k] = max(starts[k + 1] - max(int(lengths[k]), 1), 0)
+            lost[k] = False
+    return lost
 
 
 def _skip_costs(sounds: np.ndarray, gaps: np.ndarray, frames: int) -> np.ndarray | None:
