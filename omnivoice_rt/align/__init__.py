@@ -277,7 +277,8 @@ def _placed(words: list[str], recording: np.ndarray, template) -> list[Word]:
     if not dtw.reachable(len(ours), len(theirs), half):  # far more text than was said
         logger.info("alignment: the text is too long for its recording; no word placed")
         return unplaced(words)
-    skips = _skip_costs(sounds, gaps, len(theirs))
+    lengths = np.r_[gaps[1:], len(theirs)] - sounds  # each word's sound in the template, frames
+    skips = _skip_costs(lengths)
     path = dtw.warp(ours, theirs, sounds, gaps, half, skips)
     # a word starts where its sound is reached, less the faint frames before that sound
     starts = np.clip(np.searchsorted(path, sounds) - lead, 0, len(path) - 1)
@@ -286,10 +287,11 @@ def _placed(words: list[str], recording: np.ndarray, template) -> list[Word]:
     stops = np.maximum(np.searchsorted(path, np.r_[gaps[1:], tail]), starts + 1)
     # a word found only where the recording holds no sound over its noise was not spoken there
     loud, near = _over(recording, noise), round(NEAR_S / features.HOP_S)
-    lost = [not loud[max(a - near, 0) : b + near].any() for a, b in zip(starts, stops, strict=True)]
-    lost = _said_with_next(np.array(lost), starts, stops, np.r_[gaps[1:], len(theirs)] - sounds)
+    spans = zip(np.maximum(starts - near, 0), stops + near, strict=True)
+    lost = np.array([not loud[a:b].any() for a, b in spans])
     if skips is not None:
-        lost = np.array(lost) | dtw.skipped(path, sounds, gaps, skips)
+        lost |= dtw.skipped(path, sounds, gaps, skips)
+    lost = _said_with_next(lost, starts, stops, lengths)
     # in order, and no word ends after the next one starts
     starts = np.maximum.accumulate(starts)
     stops = np.maximum(np.minimum(stops, np.r_[starts[1:], len(path)]), starts)
@@ -306,12 +308,14 @@ def _placed(words: list[str], recording: np.ndarray, template) -> list[Word]:
 
 
 def _said_with_next(lost, starts, stops, lengths) -> np.ndarray:
-    """A word too short to tell apart (its template sound under ``SKIP_SHORTEST_S``: eSpeak runs
-    it into the next word, as Russian "в") placed where nothing sounds is said with the next
-    word, where that one is heard: it ends where the next starts (``starts``, ``stops`` moved in
-    place). Returns which words stay lost."""
-    short = lengths * features.HOP_S < SKIP_SHORTEST_S - 1e-9
-    for k in np.flatnonzero(lost[:-1] & short[:-1])[::-1]:
+    """A word too short to tell apart (:func:`_too_short`: eSpeak runs it into the next word, as
+    Russian "в") placed where nothing sounds is said with the next word where that one is
+    placed (heard, not left out): it ends where the next starts, taking its template length
+    before it (none at the recording's start). ``starts``, ``stops``: frames, moved in place;
+    ``lost``: each word silent or left out; the next word: the next whose eSpeak mark is known.
+    Returns which words stay lost (a last word, or one before a lost word)."""
+    lost = lost.copy()
+    for k in np.flatnonzero(lost[:-1] & _too_short(lengths[:-1]))[::-1]:
         if not lost[k + 1]:
             stops[k] = starts[k + 1]
             starts[k] = max(starts[k + 1] - max(int(lengths[k]), 1), 0)
@@ -319,15 +323,21 @@ def _said_with_next(lost, starts, stops, lengths) -> np.ndarray:
     return lost
 
 
-def _skip_costs(sounds: np.ndarray, gaps: np.ndarray, frames: int) -> np.ndarray | None:
-    """What the warp pays to leave each word out (``SKIP_SCALE``; inf: never, for the first and
-    last word and one shorter than ``SKIP_SHORTEST_S``)."""
+def _too_short(lengths: np.ndarray) -> np.ndarray:
+    """Which words' sound in the template (``lengths``, frames) is shorter than
+    ``SKIP_SHORTEST_S``."""
+    return lengths * features.HOP_S < SKIP_SHORTEST_S - 1e-9
+
+
+def _skip_costs(lengths: np.ndarray) -> np.ndarray | None:
+    """What the warp pays to leave each word out (``SKIP_SCALE``; ``lengths``: each word's
+    sound in the template, frames); inf: never, for the first and last word and one
+    :func:`_too_short`."""
     if SKIP_SCALE is None:
         return None
-    length = np.r_[gaps[1:], frames] - sounds
-    costs = SKIP_SCALE * (SKIP_BASE + SKIP_PER_FRAME * length)
+    costs = SKIP_SCALE * (SKIP_BASE + SKIP_PER_FRAME * lengths)
     costs[[0, -1]] = np.inf
-    costs[length * features.HOP_S < SKIP_SHORTEST_S - 1e-9] = np.inf
+    costs[_too_short(lengths)] = np.inf
     return costs.astype(np.float32)
 
 

@@ -118,7 +118,9 @@ def _leave_out(prev, best, step, lo, hi, onsets, sources, skips) -> None:
             best[cell], step[cell] = c, onsets[t] - sources[w] - k
 
 
-def skipped(path: np.ndarray, onsets: np.ndarray, gaps: np.ndarray, skips: np.ndarray):
+def skipped(
+    path: np.ndarray, onsets: np.ndarray, gaps: np.ndarray, skips: np.ndarray
+) -> np.ndarray:
     """Which words the path leaves out: no recording frame takes a template frame of their
     sound (``[onset, next gap)``; the last word is never left out), of those ``skips`` lets
     it leave out (a word that may not be, one frame long, is hopped by a two-frame step)."""

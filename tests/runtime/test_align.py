@@ -211,9 +211,8 @@ def test_a_word_too_short_to_leave_out_is_never_reported_left_out():
     unspoken so)."""
     from omnivoice_rt.align import SKIP_SHORTEST_S, _skip_costs, features
 
-    short = round(SKIP_SHORTEST_S / features.HOP_S)
-    sounds = np.array([0, 20, 20 + short - 1, 20 + 2 * short, 60])
-    costs = _skip_costs(sounds, sounds, 80)  # sounds of 20, short - 1, short + 1, 28, 20 frames
+    short = round(SKIP_SHORTEST_S / features.HOP_S)  # frames
+    costs = _skip_costs(np.array([20, short - 1, short, 28, 20]))  # each word's sound, frames
     assert np.isinf(costs[[0, 1, 4]]).all() and np.isfinite(costs[[2, 3]]).all()  # first, last
     template = np.repeat([0.0, 5.0, 10.0], [10, 1, 10])[:, None].astype(np.float32)
     onsets = gaps = np.array([0, 10, 11])
@@ -228,18 +227,21 @@ def test_a_word_too_short_to_leave_out_is_never_reported_left_out():
 def test_a_short_word_placed_where_nothing_sounds_is_said_with_the_next_word():
     """eSpeak runs Russian "в" into the next word (one frame of its own); placed in a pause
     before that word it was unplaced, though spoken: a word too short to tell apart is said
-    with the next word where that one is heard, ending where it starts. A longer word, or one
-    before a word not heard either, stays unplaced."""
+    with the next word where that one is heard, ending where it starts. A longer word, one
+    before a word not heard either, and a last word stay unplaced."""
     from omnivoice_rt.align import _said_with_next
 
-    lost = np.array([False, True, False, True, True, True, False])
-    starts = np.array([0, 30, 50, 80, 90, 100, 120])
-    stops = np.array([20, 31, 70, 81, 91, 110, 130])
-    lengths = np.array([20, 1, 20, 1, 1, 20, 10])  # template sound, frames
-    still = _said_with_next(lost.copy(), starts, stops, lengths)
-    assert still.tolist() == [False, False, False, True, True, True, False]
+    lost = np.array([False, True, False, True, True, True, False, True, True, False, True])
+    starts = np.array([0, 30, 50, 80, 90, 100, 120, 140, 141, 150, 170])
+    stops = starts + np.array([20, 1, 20, 1, 1, 10, 10, 1, 1, 10, 1])
+    lengths = np.array([20, 1, 20, 1, 1, 20, 10, 2, 3, 10, 1])  # template sound, frames
+    still = _said_with_next(lost, starts, stops, lengths)
+    assert still.tolist() == [False] * 3 + [True] * 3 + [False] * 4 + [True]
+    assert lost[1] and lost[7]  # the caller's flags are its own
     assert (starts[1], stops[1]) == (49, 50)  # just before the next word's start
     assert (starts[3], stops[3]) == (80, 81)  # untouched: the word after it is lost too
+    # two short words before a heard one: each ends where the next starts
+    assert starts[7:10].tolist() == [145, 147, 150] and stops[7:9].tolist() == [147, 150]
 
 
 def test_the_align_tool_writes_every_word_with_its_times(tmp_path):
