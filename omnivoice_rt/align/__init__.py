@@ -41,8 +41,8 @@ NEAR_S = 0.05
 ONSET_DB = 35.0  # a template word's sound starts where it comes within this of the loudest
 # what the warp pays to leave a word out (a word never spoken): SKIP_SCALE x (SKIP_BASE +
 # SKIP_PER_FRAME a frame of the word's sound), in the frames' distance; None: never (such a word
-# is squeezed between its neighbours). 0.9 finds 54-71% of missing words and unplaces at most
-# about one spoken word in 1,000 (bench/missing.py; docs/design.md section 10)
+# is squeezed between its neighbours). 0.9 finds 47-65% of missing words, run to run, and
+# unplaces about one spoken word in 2,000 (bench/missing.py; docs/design.md section 10)
 SKIP_SCALE: float | None = 0.9
 SKIP_BASE, SKIP_PER_FRAME = 2.0, 0.15
 # a word whose sound in the template is shorter than this is never left out, and placed where
