@@ -318,7 +318,7 @@ def _said_with_next(lost, starts, stops, lengths) -> np.ndarray:
     for k in np.flatnonzero(lost[:-1] & _too_short(lengths[:-1]))[::-1]:
         if not lost[k + 1]:
             stops[k] = starts[k + 1]
-            starts[k] = max(starts[k + 1] - max(int(lengths[k]), 1), 0)
+            starts[k] = max(starts[k + 1] - int(lengths[k]), 0)
             lost[k] = False
     return lost
 
@@ -326,7 +326,7 @@ def _said_with_next(lost, starts, stops, lengths) -> np.ndarray:
 def _too_short(lengths: np.ndarray) -> np.ndarray:
     """Which words' sound in the template (``lengths``, frames) is shorter than
     ``SKIP_SHORTEST_S``."""
-    return lengths * features.HOP_S < SKIP_SHORTEST_S - 1e-9
+    return lengths < round(SKIP_SHORTEST_S / features.HOP_S)
 
 
 def _skip_costs(lengths: np.ndarray) -> np.ndarray | None:
