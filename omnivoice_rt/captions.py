@@ -110,16 +110,16 @@ def write(captions: list[Caption], kind: str) -> str:
 
 def write_words(captions: list[Caption], words: list, kind: str) -> str:
     """A result's words (``align.speech_words``: each caption's words in order) as a document of
-    ``kind``: SRT a cue a placed word; WebVTT a cue a caption, each placed word after its
-    timestamp tag (``<00:00:01.250>word``, karaoke style); JSON ``{"words": [...]}`` with null
-    times for a word not placed."""
+    ``kind``: SRT a cue a placed word (:func:`_word_cues`); WebVTT a cue a caption, each placed
+    word after its timestamp tag (``<00:00:01.250>word``, karaoke style), an unplaced one with
+    none; JSON ``{"words": [...]}`` with null times for a word not placed."""
     if kind == "json":
         return json.dumps({"words": [w.as_dict() for w in words]}, ensure_ascii=False, indent=1)
     if kind == "srt":
-        placed = [w for w in words if w.start is not None]
+        cues = _word_cues(captions, words)
         return "".join(
-            f"{n}\n{_seconds(w.start, ',')} --> {_seconds(w.end, ',')}\n{w.word}\n\n"
-            for n, w in enumerate(placed, 1)
+            f"{n}\n{_seconds(start, ',')} --> {_seconds(end, ',')}\n{text}\n\n"
+            for n, (start, end, text) in enumerate(cues, 1)
         )
     if kind == "vtt":
         cues, split = [], words_by_caption(captions, words)
@@ -134,6 +134,23 @@ def write_words(captions: list[Caption], words: list, kind: str) -> str:
             )
         return "WEBVTT\n\n" + "".join(cues)
     raise CaptionError(f"unknown caption format {kind!r}; use one of {', '.join(FORMATS)}")
+
+
+def _word_cues(captions: list[Caption], words: list) -> list[tuple[float, float, str]]:
+    """SRT's word cues (start, end, text): a cue a placed word, a word not placed shown in the
+    cue of the placed word before it in its caption (the first's after it), so that no word
+    is lost and none is given a time of its own; a caption with no word placed, one cue of its
+    span."""
+    cues = []
+    for c, own in zip(captions, words_by_caption(captions, words), strict=True):
+        placed = [k for k, w in enumerate(own) if w.start is not None]
+        if not placed:
+            cues.append((c.start, c.end, " ".join(w.word for w in own)))
+            continue
+        bounds = [0, *placed[1:], len(own)]  # each cue's words: a placed word and those after
+        for k, a, b in zip(placed, bounds, bounds[1:], strict=False):
+            cues.append((own[k].start, own[k].end, " ".join(w.word for w in own[a:b])))
+    return cues
 
 
 def words_by_caption(captions: list[Caption], words: list) -> list[list]:

@@ -29,7 +29,7 @@ import numpy as np
 from omnivoice_rt.align import dtw, features
 from omnivoice_rt.errors import AlignError  # raised here, and named as this package's
 from omnivoice_rt.limits import MAX_ALIGN_S, MAX_ALIGN_WORDS
-from omnivoice_rt.text.written import script, unspaced
+from omnivoice_rt.text.written import origins, script, unspaced
 
 logger = logging.getLogger(__name__)
 
@@ -247,21 +247,67 @@ def speech_words(
     model: str | None = None,
 ) -> list[Word]:
     """The words of a result (``Speech``'s waveform and captions), piece by piece: each
-    caption's text as written (else as read) aligned with the samples it occupies, its times
-    in the result's seconds (``model``: ``align``'s). A piece that cannot be aligned (longer than ``MAX_ALIGN_S``) has
-    its words unplaced; the synthesis stands."""
+    caption's words as written placed in the samples it occupies (:func:`_caption_words`), in
+    the result's seconds (``model``: ``align``'s). A piece that cannot be aligned (longer than
+    ``MAX_ALIGN_S``, or the aligner failed) has its words unplaced; the synthesis stands. Only
+    a missing eSpeak NG is raised (``EspeakMissing``, naming the extra)."""
+    from omnivoice_rt.align.espeak import EspeakMissing
+
     waveform = np.asarray(waveform, np.float32).reshape(-1)
     words: list[Word] = []
     for caption in captions:
-        text = caption.written or caption.text
         piece = waveform[caption.start_sample : caption.end_sample]
         try:
-            found = align(piece, sample_rate, text, language, model)
-        except AlignError as exc:
+            found = _caption_words(piece, sample_rate, caption, language, model)
+        except EspeakMissing:
+            raise  # the extra is missing: said once, before any synthesis, by every door
+        except Exception as exc:  # an aligner's fault never costs the synthesis its audio
             logger.warning("a piece's words were not aligned: %s", exc)
-            found = unplaced(words_of(text))
+            found = unplaced(words_of(caption.written or caption.text))
         words += [w.moved(caption.start) for w in found]
     return words
+
+
+def _caption_words(piece, sample_rate, caption, language, model) -> list[Word]:
+    """A caption's words as written placed in its samples. Where the model read the text
+    otherwise (``caption.text``, numbers read as words), the reading is aligned (what was said)
+    and each written word takes its reading's span ("$5" read "five dollars": from "five"'s
+    start to "dollars"' end), unplaced unless the first and last word of its reading are placed;
+    written words read as one ("1 000 000") share it. Where the two texts cannot be matched
+    (``written.origins``), the written text is aligned as eSpeak reads it."""
+    written = caption.written or caption.text
+    read, wrote = words_of(caption.text), words_of(written)
+    origin = origins(read, wrote) if read and wrote and read != wrote else None
+    if origin is None:
+        return align(piece, sample_rate, written, language, model)
+    placed = align(piece, sample_rate, caption.text, language, model)
+    owner = np.array(_owners(read, wrote, origin))  # each read word's written word
+    firsts = np.unique(owner)  # the written words whose reading starts a group
+    found = []
+    for first, stop in zip(firsts, [*firsts[1:], len(wrote)], strict=True):
+        said = placed[np.searchsorted(owner, first) : np.searchsorted(owner, first, "right")]
+        start, end = said[0].start, said[-1].end
+        if start is None or end is None:
+            start = end = None
+        found += [Word(w, start, end) for w in wrote[first:stop]]
+    return found
+
+
+def _owners(read: list[str], wrote: list[str], origin: list[int | None]) -> list[int]:
+    """Each read word's written word: its origin (``written.origins``), else the one before's,
+    but the written word after it where the word before was read as written and that one is
+    not another read word's origin ("now 1 000" read "now one thousand": "one" starts "1")."""
+    upcoming, nexts = len(wrote), [0] * len(origin)  # the next origin after each read word
+    for i in range(len(origin) - 1, -1, -1):
+        nexts[i] = upcoming
+        upcoming = upcoming if origin[i] is None else origin[i]
+    owner: list[int] = []
+    for i, o in enumerate(origin):  # origin[0] is 0: the texts start together
+        if o is None:
+            last = owner[-1]
+            o = last + 1 if read[i - 1] == wrote[last] and last + 1 < nexts[i] else last
+        owner.append(o)
+    return owner
 
 
 def _placed(words: list[str], recording: np.ndarray, template) -> list[Word]:

@@ -613,13 +613,13 @@ async def read_json(request: Request, json_only: bool = False):
 
 def _words_asked(body: dict) -> bool:
     """``"words": true``: the answer's captions carry each word's place; a 400 naming the extra
-    where eSpeak NG is missing, before anything is made."""
+    where the process's aligner is eSpeak NG and it is missing, before anything is made."""
     if not optional(body, "words", bool):
         return False
-    from omnivoice_rt.align import espeak
+    from omnivoice_rt.align import espeak, load_aligner
 
     try:
-        espeak.engine()
+        load_aligner()
     except espeak.EspeakMissing as exc:
         raise ApiError(400, f"{exc}.", param="words") from exc
     return True

@@ -22,7 +22,8 @@ model's non-verbal tags); each turn is a request of its own (:mod:`omnivoice_rt.
   not read for ``Name:``, nor its text for ``[voice:NAME]`` tags (refused: use ``<voice>``).
 
 Refused before anything runs, as a :class:`ScriptError` naming the line and what to write: a
-named turn with no text, a ``[voice:...]`` tag whose name is not a name, more than
+named turn with no text, a ``[voice:...]`` tag whose name is not a name, a line whose "Name:"
+is a path or markup ("../notes:", "<b>Ann</b>:"; a script's lines only), more than
 ``MAX_SPEAKERS`` speakers, a script with nothing to say or longer than ``MAX_SCRIPT_CHARS``.
 """
 
@@ -50,6 +51,8 @@ NOT_INDENT = re.compile(r"[^ \t]")  # what a line's start held for its name wait
 SSML_VOICE = re.compile(r"<voice[\s/>]", re.IGNORECASE)  # an SSML document's <voice> element
 SSML_ASIDE = re.compile(r"<!--.*?-->|<!\[CDATA\[.*?\]\]>", re.DOTALL)  # no element inside
 SSML_GROWTH = 4  # a document's turns, their elements reopened, at most this times its length
+# a line's "Name:" that is a path or markup ("../notes:", "<b>Ann</b>:"): refused, not read
+NOT_A_NAME = re.compile(r"<.*|\S*[/\\<>]\S*")
 NAME_PUNCTUATION = " ._'-"
 NAME_RULE = (
     f"a name is 1 to {MAX_SPEAKER_CHARS} letters, digits, spaces, '.', '_', \"'\" or '-', a "
@@ -89,6 +92,19 @@ def named(line: str) -> tuple[str, str] | None:
     return matched.group(1).strip(), matched.group(2)
 
 
+def _named_line(line: str, number: int) -> tuple[str, str] | None:
+    """:func:`named` of line ``number`` of a script; a ``ScriptError`` naming it where its
+    "Name:" is a path or markup (``NOT_A_NAME``)."""
+    found = named(line)
+    matched = NAMED_LINE.fullmatch(line) if found is None else None
+    if matched is not None and NOT_A_NAME.fullmatch(matched.group(1).strip()):
+        raise ScriptError(
+            f"line {number}: {matched.group(1).strip()[:40]!r} is no speaker's name; "
+            f"{NAME_RULE}, such as 'Ann: what Ann says'"
+        )
+    return found
+
+
 def has_tags(text: str) -> bool:
     """Whether ``text`` is a script whatever the request says: it has a ``[voice:...]`` tag,
     or it is an SSML document with a ``<voice>`` element."""
@@ -112,7 +128,7 @@ def parse(text: str, named_lines: bool = False, limit: int = MAX_SCRIPT_CHARS) -
     speaker, lines, start = None, [], 1
     every = text.splitlines()
     for number, line in enumerate(every, 1):
-        turn = named(line) if named_lines else None
+        turn = _named_line(line, number) if named_lines else None
         if turn is not None:
             _close(turns, speaker, lines, start)
             (speaker, line), lines, start = turn, [], number
@@ -228,7 +244,7 @@ class TurnReader:
                     self.waits_for = LINE_SAID
                     return None  # it may yet be a blank line
             self.line_start = False
-            found = named(line)
+            found = _named_line(line, self.line)
             if self.unsaid is not None and (found is not None or not line.strip()):
                 raise _no_text(*self.unsaid)  # the line after it does not carry its turn on
             self.unsaid = None

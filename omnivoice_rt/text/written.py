@@ -66,7 +66,7 @@ def written_pieces(written: str, spoken: str, pieces: list[str]) -> list[str | N
             return None
         firsts.append(bisect_left(starts, found))
         at = found + len(piece.strip())
-    origin = _origins([w for w, _ in said], [w for w, _ in wrote])
+    origin = origins([w for w, _ in said], [w for w, _ in wrote])
     if origin is None:
         return None
     begins = [0]  # each piece's first written word
@@ -79,7 +79,7 @@ def written_pieces(written: str, spoken: str, pieces: list[str]) -> list[str | N
     return [text or None for text in texts]
 
 
-def _origins(said: list[str], wrote: list[str]) -> list[int | None] | None:
+def origins(said: list[str], wrote: list[str]) -> list[int | None] | None:
     """Each spoken word's first written word (None: it is read from the one before it), walking
     both texts in step; where they part, on from where they meet again (:func:`_meeting`); None
     where they do not. Linear in the words: a text's numbers, dates and money change only the

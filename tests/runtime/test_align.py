@@ -327,6 +327,27 @@ def test_word_captions_read_back_with_their_own_parsers(spoken):
     assert document == {"words": [w.as_dict() for w in spoken.words]}
 
 
+def test_srt_word_captions_lose_no_word_and_time_none_unplaced():
+    """An unplaced word is shown in the cue of the placed word before it in its caption (the
+    first in the next's), a caption with no word placed is one cue of its span: every word is
+    in the document, read back by the srt parser, and no cue starts at an unplaced word."""
+    from omnivoice_rt import captions
+    from omnivoice_rt.align import Word
+
+    srt = pytest.importorskip("srt", reason="the srt parser (dev extra)")
+    said = [
+        captions.Caption(0, 24000, 24000, "Hello big world."),
+        captions.Caption(24000, 48000, 24000, "Bye now."),
+        captions.Caption(48000, 60000, 24000, "Gone."),
+    ]
+    words = [Word("Hello", 0.1, 0.3), Word("big", None, None), Word("world.", 0.5, 0.8),
+             Word("Bye", None, None), Word("now.", 1.2, 1.5), Word("Gone.", None, None)]  # fmt: skip
+    cues = list(srt.parse(captions.write_words(said, words, "srt")))
+    assert [(c.start.total_seconds(), c.end.total_seconds(), c.content) for c in cues] == [
+        (0.1, 0.3, "Hello big"), (0.5, 0.8, "world."), (1.2, 1.5, "Bye now."), (2.0, 2.5, "Gone.")
+    ]  # fmt: skip
+
+
 def test_words_of_another_result_are_refused_by_the_caption_writer(spoken):
     from omnivoice_rt import captions
 

@@ -10,6 +10,7 @@ import itertools
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +18,8 @@ import pytest
 from omnivoice_rt import align
 from omnivoice_rt.align import AlignError, ctc
 from omnivoice_rt.errors import ArtifactError
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def paths(frames: int, tokens: list[int]):
@@ -330,3 +333,68 @@ def test_a_recordings_channels_are_mixed_whichever_axis_holds_them(tmp_path):
             assert [w.as_dict() for w in align.align(stereo, 16000, text, model=model)] == mono
     with pytest.raises(align.AlignError, match="one or a few channels"):
         align.align(np.zeros((2, 2, 800), np.float32), 16000, text, model=model)
+
+
+def test_a_written_word_read_otherwise_takes_its_readings_time(tmp_path, caplog):
+    """A piece the model read otherwise ("$5" as "five dollars", "1 000" as "one thousand"):
+    its reading is aligned and each written word takes its reading's span, written words read
+    as one sharing it; aligned as written, the CTC model spells "$5" in nothing and leaves it
+    unplaced. An aligner that fails while it runs (ONNX Runtime refuses a recording of no
+    whole frame) leaves the piece's words unplaced, the result standing."""
+    from omnivoice_rt.captions import Caption
+
+    spell = hearing(tmp_path / "model", list("-adefhilnoprstuvwy"))
+    said = ("-" * 20, "ppaayy", "-" * 4, "ffiivvee", "-" * 2, "ddoollllaarrss", "-" * 4,
+            "nnooww", "-" * 4, "oonnee", "-", "tthhoouussaanndd", "-" * 20)  # fmt: skip
+    at = np.cumsum([0, *map(len, said)])  # each part's first frame
+    x, hop, model = spell("".join(said)), 18 / 16000, str(tmp_path / "model")
+    reading, written = "Pay five dollars now one thousand.", "Pay $5 now 1 000."
+    words = align.speech_words(x, 16000, [Caption(0, len(x), 16000, reading, written)], None, model)
+    frames = [(w.word, round(w.start / hop), round(w.end / hop)) for w in words]
+    assert frames == [
+        ("Pay", at[1], at[2]), ("$5", at[3], at[6]), ("now", at[7], at[8]),
+        ("1", at[9], at[12]), ("000.", at[9], at[12]),
+    ]  # fmt: skip
+    assert align.align(x, 16000, written, model=model)[1].start is None  # "$5" as written
+    cut = Caption(0, len(x) - 1, 16000, reading, written)  # 1 sample short of whole frames
+    with caplog.at_level("WARNING", logger="omnivoice_rt.align"):
+        words = align.speech_words(x, 16000, [cut], None, model)
+    assert [(w.word, w.start, w.end) for w in words] == [
+        (w, None, None) for w in align.words_of(written)
+    ]
+    assert "a piece's words were not aligned" in caplog.text
+
+
+def test_without_espeak_ng_words_are_refused_before_synthesis_unless_a_model_aligns(tmp_path):
+    """eSpeak NG missing (neither the wheel nor a system library): asking the page or the
+    OpenAI door for words is one line naming the extra, before anything is made; with a CTC
+    model as the process's aligner, words are given without eSpeak."""
+    hearing(tmp_path / "model", list("-ab"))
+    code = (
+        "import builtins, ctypes.util, sys\n"
+        "real = builtins.__import__\n"
+        "def blocked(name, *a, **k):\n"
+        "    if name == 'espeakng_loader': raise ImportError(name)\n"
+        "    return real(name, *a, **k)\n"
+        "builtins.__import__ = blocked\n"
+        "ctypes.util.find_library = lambda name: None\n"
+        "from omnivoice_rt import align\n"
+        "from omnivoice_rt.server.openai_api import ApiError, _words_asked\n"
+        "from omnivoice_rt.server.page.shared import asked_words\n"
+        "for ask in (lambda: asked_words({'words': True}), lambda: _words_asked({'words': True})):\n"
+        "    try:\n"
+        "        ask()\n"
+        "    except (ValueError, ApiError) as exc:\n"
+        "        print(type(exc).__name__, getattr(exc, 'status', ''), exc)\n"
+        f"align.configure({str(tmp_path / 'model')!r})\n"
+        "print('model', asked_words({'words': True}), _words_asked({'words': True}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    lines = done.stdout.splitlines()
+    assert len(lines) == 3, done.stdout + done.stderr
+    assert lines[0].startswith("EspeakMissing  word timings need eSpeak NG"), lines
+    assert lines[1].startswith("ApiError 400"), lines
+    assert all("pip install 'omnivoice-onnx[align]'" in line for line in lines[:2]), lines
+    assert lines[2] == "model True True"

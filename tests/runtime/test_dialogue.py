@@ -104,7 +104,8 @@ def test_a_script_read_as_it_arrives_gives_the_turns_of_the_whole(named_lines):
 
 
 PIECES = ["Ann:", "María：", " ", "\t", "\n", "\r", "\x85", "\u2028", "hi", "yo.", "[voice:Ann]",
-          "[voice: Bob ]", "[voice:a/b]", "[", "]", ":", "\u3000", " " * 70, "[voice:"]  # fmt: skip
+          "[voice: Bob ]", "[voice:a/b]", "[", "]", ":", "\u3000", " " * 70, "[voice:", "a/b:",
+          "<b>x</b>："]  # fmt: skip
 
 
 @settings(max_examples=300, deadline=None)
@@ -218,6 +219,9 @@ def test_an_ssml_script_that_cannot_be_spoken_names_the_line_and_the_fix(text, w
         ("Hi [voice:../../etc/passwd] there", r"line 1: \[voice:../../etc/passwd\] names no"),
         ("Hi [voice:<b>x</b>] there", "names no speaker"),
         ("Hi [voice:] there", "names no speaker"),
+        ("Ann: hi\n../etc/passwd: hello", "line 2: '../etc/passwd' is no speaker's name; a name"),
+        ("<b>Bob</b>: hello", "line 1: '<b>Bob</b>' is no speaker's name"),
+        ("Ann: hi\n<v Bob>: hello", "line 2: '<v Bob>' is no speaker's name"),
         ("\n  \n", "nothing to say"),
         (
             "".join(f"S{n}: hi.\n" for n in range(MAX_SPEAKERS + 1)),

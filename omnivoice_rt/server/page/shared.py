@@ -20,6 +20,7 @@ import gradio as gr
 import numpy as np
 
 from omnivoice_rt import captions
+from omnivoice_rt.align import load_aligner
 from omnivoice_rt.artifacts.profiles import PROFILES
 from omnivoice_rt.audio.formats import pcm16
 from omnivoice_rt.engine.kernels import KERNELS
@@ -105,8 +106,12 @@ def page_flag(value, name: str) -> bool:
 
 def asked_words(fields: dict) -> bool:
     """The ``words`` parameter taken out of a handler's fields, checked (a raw call's None:
-    false)."""
-    return page_flag(fields.pop("words", False) or False, "words")
+    false); asked for, the process's aligner is loaded now, so that a missing eSpeak NG is one
+    line naming the extra before anything is made."""
+    words = page_flag(fields.pop("words", False) or False, "words")
+    if words:
+        load_aligner()
+    return words
 
 
 def whole(value):
