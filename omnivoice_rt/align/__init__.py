@@ -14,8 +14,9 @@ recording never says (``SKIP_SCALE``), and such a word is unplaced.
 
 Which words: the text as written, split at spaces; a script written without them (Chinese,
 Japanese kana, Thai) character by character. eSpeak reads what it is given ("5 pm" as "five
-p m"), so a word's time covers its reading. eSpeak NG is GPL-3.0: an optional extra
-(``espeak.py``)."""
+p m"), so a word's time covers its reading; a result's words (:func:`speech_words`) align
+each piece as the model read it, each written word given its reading's span. eSpeak NG is
+GPL-3.0: an optional extra (``espeak.py``)."""
 
 from __future__ import annotations
 

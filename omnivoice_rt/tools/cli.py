@@ -45,31 +45,44 @@ def _load(args, matmul: str | None = None):
 SUFFIXES = {".mp3": "mp3", ".opus": "opus", ".ogg": "opus", ".aac": "aac"}
 
 
-def _write(path: str, waveform, rate: int) -> None:
-    """``waveform`` (at ``rate``) into ``path``; an .aac file as ADTS (FFmpeg's encoder through
-    PyAV)."""
+def _write(path: str, waveform, rate: int, kind: str | None = None) -> None:
+    """``waveform`` (at ``rate``) into ``path`` in format ``kind`` (``--format``; None: the
+    suffix's, ``SUFFIXES``, else what libsndfile makes of the suffix: wav, flac); aac as ADTS
+    (FFmpeg's encoder through PyAV)."""
     import soundfile as sf
 
     from omnivoice_rt.audio.formats import AudioWriter
 
-    if Path(path).suffix.lower() == ".aac":
-        writer = AudioWriter("aac", rate, streamed=False)
-        Path(path).write_bytes(writer.write(waveform) + writer.close())
+    kind = kind or SUFFIXES.get(Path(path).suffix.lower())
+    if kind is None:
+        sf.write(path, waveform.reshape(-1), rate)
         return
-    sf.write(path, waveform.reshape(-1), rate)
+    writer = AudioWriter(kind, rate, streamed=False)
+    Path(path).write_bytes(writer.write(waveform) + writer.close())
 
 
 def _check_output(args) -> None:
-    """``--sample-rate``, checked against the output file's format (and an encoder the format
-    needs, present) before any model loads."""
+    """The output's format (``--format``, else its suffix's) and ``--sample-rate``, checked
+    (an encoder the format needs present, a rate it takes) before any model loads."""
     from omnivoice_rt.audio.formats import check_rate, missing_encoder
 
-    kind = SUFFIXES.get(Path(args.output).suffix.lower(), "wav")
-    missing = missing_encoder(kind) if kind == "aac" else ""
+    kind = args.format or SUFFIXES.get(Path(args.output).suffix.lower(), "wav")
+    missing = missing_encoder(kind)
     if missing:
         raise ValueError(f"{args.output}: {missing}")
-    if args.sample_rate is not None:
+    if getattr(args, "sample_rate", None) is not None:
         check_rate(kind, args.sample_rate)
+
+
+def format_flag(p) -> None:
+    from omnivoice_rt.audio.formats import FORMATS
+
+    p.add_argument(
+        "--format",
+        choices=list(FORMATS),
+        help="the audio's format (default: the output's suffix: .mp3, .opus or .ogg, .aac, else "
+        "wav; flac by .flac; pcm: raw 16-bit samples)",
+    )
 
 
 def cmd_synthesize(args) -> int:
@@ -98,7 +111,7 @@ def cmd_synthesize(args) -> int:
     else:
         speech = speak(voice, progress)
     print(file=sys.stderr)
-    _write(args.output, speech.waveform, speech.sample_rate)
+    _write(args.output, speech.waveform, speech.sample_rate, args.format)
     if kind:
         Path(args.captions).write_text(captions.write(speech.captions, kind), encoding="utf-8")
     if word_kind:
@@ -161,6 +174,7 @@ def cmd_dub(args) -> int:
                 f"{flag} {path} is the subtitle file being dubbed; write the result elsewhere"
             )
     kind = captions.format_of(captions_path)
+    _check_output(args)
     options = {name: getattr(args, name) for name in OPTIONS if hasattr(args, name)}
     options = {name: value for name, value in options.items() if value is not None}
     library, speakers = None, None
@@ -184,7 +198,7 @@ def cmd_dub(args) -> int:
         print(f"error: {exc} (the report: {report_path})", file=sys.stderr)
         return 2
     print(file=sys.stderr)
-    _write(str(output), dubbed.waveform, dubbed.sample_rate)
+    _write(str(output), dubbed.waveform, dubbed.sample_rate, args.format)
     captions_path.write_text(captions.write(dubbed.captions, kind), encoding="utf-8")
     report_path.write_text(json.dumps(dubbed.report, indent=1, ensure_ascii=False) + "\n")
     for warning in dubbed.report["warnings"]:
@@ -459,6 +473,7 @@ def synthesize_flags(p) -> None:
     from omnivoice_rt.limits import MAX_TURN_PAUSE_S
 
     p.add_argument("--output", required=True)
+    format_flag(p)
     p.add_argument(
         "--script",
         metavar="FILE",
@@ -507,7 +522,8 @@ def dub_flags(p) -> None:
     from omnivoice_rt.limits import DUB_MAX_SPEED, MAX_SPEED
 
     p.add_argument("--subtitles", required=True, help="the cues: FILE.srt or FILE.vtt (UTF-8)")
-    p.add_argument("--output", required=True, help="the track: a wav as long as the last cue")
+    p.add_argument("--output", required=True, help="the track, as long as the last cue")
+    format_flag(p)
     p.add_argument(
         "--captions",
         metavar="FILE",

@@ -164,11 +164,14 @@ def test_the_command_line_writes_at_the_rate_asked(cpu_artifacts, tmp_path):
     assert done.returncode == 0, done.stderr
     info = sf.info(out)
     assert info.samplerate == 8000 and abs(info.duration - 2.0) < 0.3
-    refused = cli(*model, "--sample-rate", "44100", "--output", str(tmp_path / "out.opus"))
-    assert refused.returncode != 0 and "opus is written at" in refused.stderr
-    assert "Traceback" not in refused.stderr
-    aac = tmp_path / "out.aac"
-    done = cli(*model, "--duration", "2", "--sample-rate", "16000", "--output", str(aac))
+    for output in (["--output", str(tmp_path / "out.opus")],
+                   ["--format", "opus", "--output", str(tmp_path / "out.wav")]):  # fmt: skip
+        refused = cli(*model, "--sample-rate", "44100", *output)
+        assert refused.returncode != 0 and "opus is written at" in refused.stderr
+        assert "Traceback" not in refused.stderr
+    aac = tmp_path / "out.audio"  # --format, whatever the suffix
+    done = cli(*model, "--duration", "2", "--sample-rate", "16000", "--format", "aac",
+               "--output", str(aac))  # fmt: skip
     assert done.returncode == 0, done.stderr
     rate, seconds = probe(aac.read_bytes())
     wav = info.duration  # the same request's, as a wav at 8 kHz
