@@ -357,9 +357,9 @@ class Request:
             raise OptionError(
                 "text",
                 "the text has [voice:NAME] tags (or SSML <voice name> elements), which make it "
-                "a dialogue script: speak it as "
-                "one (the library's generate(text, speakers=...), synthesize --script, the "
-                "page's Script tab, the OpenAI door and Wyoming with script: true)",
+                "a dialogue script: speak it as one (the library's generate(text, "
+                "speakers=...), synthesize --text or --script, the page's Script tab and its "
+                "/script API, MCP's script tool; the OpenAI door and Wyoming take it as it is)",
             )
         if self.ref_text is not None:
             _as_option(

@@ -91,9 +91,12 @@ def cmd_synthesize(args) -> int:
     options = {name: getattr(args, name) for name in OPTIONS}
     if (args.text is None) == (args.script is None):
         raise ValueError("give the text to say: --text TEXT, or --script FILE for a dialogue")
-    if args.script is None and (args.speaker or args.voices):
+    from omnivoice_rt.text.script import has_tags
+
+    scripted = args.script is not None or has_tags(args.text)  # [voice:NAME] tags: a script
+    if not scripted and (args.speaker or args.voices):
         raise ValueError("--speaker and --voices name a script's voices: give --script FILE")
-    if args.script is None:
+    if not scripted:
         request = door_request(options)
     else:
         speak = _script(args, options)  # checked before the model loads
@@ -103,10 +106,10 @@ def cmd_synthesize(args) -> int:
     voice = _load(args)
 
     def progress(done: int, total: int) -> None:
-        what = "turn" if args.script else "step"
+        what = "turn" if scripted else "step"
         print(f"\r{what} {done}/{total}", end="", file=sys.stderr, flush=True)
 
-    if args.script is None:
+    if not scripted:
         speech = voice.generate(request, progress=progress)
     else:
         speech = speak(voice, progress)
@@ -132,22 +135,28 @@ def cmd_synthesize(args) -> int:
 
 
 def _script(args, options: dict):
-    """``--script FILE``'s dialogue, checked (its turns, each speaker's voice: ``--speaker``,
-    ``--voices``); returns ``speak(voice, progress) -> Speech``."""
+    """``--script FILE``'s dialogue (its "Name:" lines and tags), or ``--text`` with
+    ``[voice:NAME]`` tags (its tags alone), checked (its turns, each speaker's voice:
+    ``--speaker``, ``--voices``); returns ``speak(voice, progress) -> Speech``."""
     from omnivoice_rt import dialogue
     from omnivoice_rt.limits import MAX_SCRIPT_CHARS
     from omnivoice_rt.request import door_request
     from omnivoice_rt.voices import VoiceLibrary
 
-    path = Path(args.script)
-    if path.stat().st_size > 4 * MAX_SCRIPT_CHARS:  # UTF-8: at most 4 bytes a character
-        raise ValueError(f"--script {path}: a script is at most {MAX_SCRIPT_CHARS:,} characters")
-    text = path.read_text(encoding="utf-8")
+    text = args.text
+    if args.script is not None:
+        path = Path(args.script)
+        if path.stat().st_size > 4 * MAX_SCRIPT_CHARS:  # UTF-8: at most 4 bytes a character
+            raise ValueError(
+                f"--script {path}: a script is at most {MAX_SCRIPT_CHARS:,} characters"
+            )
+        text = path.read_text(encoding="utf-8")
     given = dialogue.given_voices(args.speaker or [], "--speaker")
     speakers = dialogue.library_speakers(VoiceLibrary(args.voices), given)
     options = {name: value for name, value in options.items() if value is not None}
     options.pop("text", None)
-    made = dialogue.prepare(text, options, speakers, True, args.turn_pause, door_request)
+    named_lines = args.script is not None
+    made = dialogue.prepare(text, options, speakers, named_lines, args.turn_pause, door_request)
     return lambda voice, progress: dialogue.speak(voice, made, progress)
 
 

@@ -283,6 +283,25 @@ def test_each_turn_is_its_speaker_alone_and_a_design_keeps_its_first_voice(voice
     assert abs(at_16k.captions[2].start - speech.captions[2].start) <= 1 / 16000
 
 
+def test_one_speakers_reference_leaves_every_other_voice_alone(voice, tmp_path):
+    """Ann clones a reference, Bob is designed: in either order each turn is its speaker's
+    alone, Bob's as if Ann's reference had never been encoded (nothing of it in his prompt)."""
+    import soundfile as sf
+
+    reference, said = tmp_path / "ann.wav", "Hello in my voice."
+    t = np.arange(48000) / 24000
+    sf.write(reference, (0.2 * np.sin(2 * np.pi * 180 * t) * (1 + np.sin(7 * t))) / 2, 24000)
+    speakers = {"Ann": {"ref_audio": str(reference), "ref_text": said}, "Bob": {"instruct": "male"}}
+    ann = voice.generate("Hello there.", ref_audio=str(reference), ref_text=said, **FAST)
+    bob = voice.generate("Hi, Ann.", instruct="male", **FAST)
+    gap = np.zeros(round(0.25 * voice.sample_rate), np.float32)
+    for text, turns in (("Ann: Hello there.\nBob: Hi, Ann.", (ann, bob)),
+                        ("Bob: Hi, Ann.\nAnn: Hello there.", (bob, ann))):  # fmt: skip
+        speech = voice.generate(text, script=True, speakers=speakers, turn_pause=0.25, **FAST)
+        expected = np.concatenate([turns[0].waveform, gap, turns[1].waveform])
+        np.testing.assert_array_equal(speech.waveform, expected)
+
+
 def test_an_unknown_speaker_or_a_bad_turn_is_refused_before_anything_runs(voice):
     made = []
     with pytest.raises(ScriptError, match="line 2: no voice for speaker 'Bob'; the voices are Ann"):
@@ -389,3 +408,11 @@ def test_the_command_line_speaks_a_script_with_its_speakers(fp32_artifacts, tmp_
     assert "Traceback" not in refused.stderr
     both = cli("--script", str(source), "--text", "Hi.", "--output", str(out))
     assert both.returncode != 0 and "--text TEXT, or --script FILE" in both.stderr
+    # --text with [voice:NAME] tags is a script too, its "Name:" lines text (no --script)
+    tagged = cli(
+        "--text", "Note: hi. [voice:Bob] Hello there.", "--speaker", "Bob=male",
+        "--output", str(out), "--captions", str(vtt), "--seed", "1",
+    )  # fmt: skip
+    assert tagged.returncode == 0, tagged.stderr
+    written = vtt.read_text(encoding="utf-8")
+    assert "\nNote: hi.\n" in written and "<v Bob>Hello there." in written

@@ -58,6 +58,11 @@ def test_voice_tags_make_a_script_and_name_lines_need_asking(app_server, int4_vo
     assert same.status_code == 200, same.text
     assert same.json()["audio"] == tagged.json()["audio"]
     assert same.json()["captions"] == tagged.json()["captions"]
+    # the body's voice speaks what no name claims: as its own named turn would, unnamed
+    default = speech(app_server, input="Hi. [voice:alloy] Hello.", voice="echo", captions=True)
+    assert default.status_code == 200, default.text
+    assert default.json()["audio"] == tagged.json()["audio"]
+    assert [c.get("speaker") for c in default.json()["captions"]] == [None, "alloy"]
     plain = speech(app_server, input="Note: the gate closes.", captions=True).json()
     assert [c.get("speaker") for c in plain["captions"]] == [None]
     assert plain["captions"][0]["written"] == "Note: the gate closes."
@@ -69,6 +74,7 @@ def test_voice_tags_make_a_script_and_name_lines_need_asking(app_server, int4_vo
         ({"input": "alloy: Hi.\nZed: Hello."}, "line 2: no voice for speaker 'Zed'"),
         ({"input": "alloy: Hi.\necho:\n\nalloy: Bye."}, "line 2: 'echo' has no text"),
         ({"input": "Hi [voice:../x] there"}, r"line 1: [voice:../x] names no speaker"),
+        ({"input": "alloy: Hi.\n<b>echo</b>: Yo."}, "line 2: '<b>echo</b>' is no speaker's"),
         ({"input": '<speak><voice name="Zed">Hi.</voice></speak>'}, "no voice for speaker 'Zed'"),
         ({"input": '<speak><voice name="a/b">Hi.</voice></speak>'}, "takes a speaker's name"),
         ({"input": "alloy: Hi.", "turn_pause": 60}, "turn_pause must be 0 to 5"),
