@@ -152,16 +152,22 @@ def test_far_more_text_than_was_said_places_no_word_and_bad_input_is_one_line():
         align(spoken.samples, 0, "Hello.")
 
 
+# a Python program's first lines that take eSpeak NG away: neither the extra's wheel nor a
+# system libespeak-ng
+NO_ESPEAK = (
+    "import builtins, ctypes.util, sys\n"
+    "real = builtins.__import__\n"
+    "def blocked(name, *a, **k):\n"
+    "    if name == 'espeakng_loader': raise ImportError(name)\n"
+    "    return real(name, *a, **k)\n"
+    "builtins.__import__ = blocked\n"
+    "ctypes.util.find_library = lambda name: None\n"
+)
+
+
 def test_without_espeak_ng_asking_for_words_names_the_extra():
     """Neither the extra's wheel nor a system libespeak-ng: one line naming the extra."""
-    code = (
-        "import builtins, ctypes.util, sys\n"
-        "real = builtins.__import__\n"
-        "def blocked(name, *a, **k):\n"
-        "    if name == 'espeakng_loader': raise ImportError(name)\n"
-        "    return real(name, *a, **k)\n"
-        "builtins.__import__ = blocked\n"
-        "ctypes.util.find_library = lambda name: None\n"
+    code = NO_ESPEAK + (
         "import numpy as np\n"
         "from omnivoice_rt.align import align\n"
         "try:\n"

@@ -370,14 +370,9 @@ def test_without_espeak_ng_words_are_refused_before_synthesis_unless_a_model_ali
     OpenAI door for words is one line naming the extra, before anything is made; with a CTC
     model as the process's aligner, words are given without eSpeak."""
     hearing(tmp_path / "model", list("-ab"))
-    code = (
-        "import builtins, ctypes.util, sys\n"
-        "real = builtins.__import__\n"
-        "def blocked(name, *a, **k):\n"
-        "    if name == 'espeakng_loader': raise ImportError(name)\n"
-        "    return real(name, *a, **k)\n"
-        "builtins.__import__ = blocked\n"
-        "ctypes.util.find_library = lambda name: None\n"
+    from tests.runtime.test_align import NO_ESPEAK
+
+    code = NO_ESPEAK + (
         "from omnivoice_rt import align\n"
         "from omnivoice_rt.server.openai_api import ApiError, _words_asked\n"
         "from omnivoice_rt.server.page.shared import asked_words\n"
