@@ -2,7 +2,7 @@
 """How often the word aligner reports a word that was never spoken, and how often it wrongly
 reports a spoken one, for each cost of leaving a word out (``omnivoice_rt.align.SKIP_SCALE``).
 
-    python bench/missing.py [--scales none,0.9,1.2,1.5] [--seeds 12] [--languages en,ru,...]
+    python bench/missing.py [--scales none,1.75,2.0,2.5] [--seeds 12] [--languages en,ru,...]
                             [--speaker +f3 --pitch 70]
 
 The speech is ``bench/align.py``'s (every word at its own rate, pauses, 20 dB SNR noise; six
@@ -98,7 +98,7 @@ def measure(scales: list[float | None], cases) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scales", default="none,0.9,1.2,1.5")
+    parser.add_argument("--scales", default="none,1.75,2.0,2.5")
     parser.add_argument("--seeds", type=int, default=12)
     parser.add_argument("--languages", default=",".join(TEXTS))
     parser.add_argument("--speaker", default=VARIANT, help="eSpeak's voice variant: +m3, +whisper")

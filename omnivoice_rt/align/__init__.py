@@ -42,9 +42,13 @@ NEAR_S = 0.05
 ONSET_DB = 35.0  # a template word's sound starts where it comes within this of the loudest
 # what the warp pays to leave a word out (a word never spoken): SKIP_SCALE x (SKIP_BASE +
 # SKIP_PER_FRAME a frame of the word's sound), in the frames' distance; None: never (such a word
-# is squeezed between its neighbours). 0.9 finds 47-65% of missing words, run to run, and
-# unplaces about one spoken word in 2,000 (bench/missing.py; docs/design.md section 10)
-SKIP_SCALE: float | None = 0.9
+# is squeezed between its neighbours). With HOP_WEIGHT 0.5, 2.0 found 68% of missing words and
+# unplaced no spoken word in 4,000 (0.9 without it: 60%, 2 in 4,000; bench/missing.py's trials,
+# docs/design.md section 10)
+SKIP_SCALE: float | None = 2.0
+# a two-frame step of the warp also pays this share of the distance of the frame it hops over:
+# a missing word squeezed in at double speed costs more, a word said fast barely more
+HOP_WEIGHT = 0.5
 SKIP_BASE, SKIP_PER_FRAME = 2.0, 0.15
 # a word whose sound in the template is shorter than this is never left out, and placed where
 # nothing sounds it is said with the next word: eSpeak runs such a word (Russian "в", "и") into
@@ -326,7 +330,7 @@ def _placed(words: list[str], recording: np.ndarray, template) -> list[Word]:
         return unplaced(words)
     lengths = np.r_[gaps[1:], len(theirs)] - sounds  # each word's sound in the template, frames
     skips = _skip_costs(lengths)
-    path = dtw.warp(ours, theirs, sounds, gaps, half, skips)
+    path = dtw.warp(ours, theirs, sounds, gaps, half, skips, HOP_WEIGHT)
     # a word starts where its sound is reached, less the faint frames before that sound
     starts = np.clip(np.searchsorted(path, sounds) - lead, 0, len(path) - 1)
     heard = _over(spectra, noise)

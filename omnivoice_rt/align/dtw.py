@@ -33,13 +33,17 @@ def warp(
     gaps: np.ndarray,
     half: int,
     skips: np.ndarray | None = None,
+    hop_weight: float = 0.0,
 ) -> np.ndarray:
     """For each recording frame, the template frame it takes. ``onsets``: the template frame
     where each word's sound starts; ``gaps``: where the silence before it starts (an onset is
     reached from anywhere in ``[gap - 1, onset)`` in one step); ``half``: half the band.
     ``skips``: what leaving each word out costs (inf: never): word k's onset leapt over from
     where word k-1 could start (``[gap - 1, onset)`` of word k-1), one word or two side by side,
-    so that a word never spoken takes no frames (:func:`skipped` finds it on the path)."""
+    so that a word never spoken takes no frames (:func:`skipped` finds it on the path).
+    ``hop_weight``: a two-frame step also pays this share of the distance of the frame it hops
+    over (to the same recording frame): a word the recording does not say is then dearer to
+    squeeze in at double speed, a word said fast barely so."""
     n, m = len(recording), len(template)
     if n == 0 or m == 0:
         return np.zeros(n, np.int64)
@@ -58,12 +62,16 @@ def warp(
     onsets = np.asarray(onsets, np.int64)
     for i in range(1, n):
         lo, hi = int(lows[i]), int(lows[i]) + width
+        before = min(lo, 1)  # the frame before the band, where there is one
+        costs = _cost(recording[i], template[lo - before : hi])
         best = prev[lo:hi].copy()
         step = np.zeros(width, np.int16)
         for advance in range(1, MAX_ADVANCE + 1):
             came = np.full(width, inf, np.float32)
             start = max(lo - advance, 0)
             came[start + advance - lo :] = prev[start : max(hi - advance, start)]
+            if advance == MAX_ADVANCE and hop_weight:  # the frame hopped over: j - 1
+                came[1 - before :] += hop_weight * costs[: len(costs) - 1]
             better = came < best
             best[better], step[better] = came[better], advance
         inside = (onsets >= lo) & (onsets < hi) & (sources < onsets)
@@ -75,7 +83,7 @@ def warp(
         if skips is not None:
             _leave_out(prev, best, step, lo, hi, onsets, sources, skips)
         row = np.full(m, inf, np.float32)
-        row[lo:hi] = best + _cost(recording[i], template[lo:hi])
+        row[lo:hi] = best + costs[before:]
         if not np.isfinite(row[lo:hi]).any():
             raise ValueError("the template cannot be reached within the band (reachable())")
         back[i] = step

@@ -192,6 +192,24 @@ def cli(*args, cwd=ROOT):
     )
 
 
+def test_a_hopped_frame_costs_a_squeezed_word_more_than_a_fast_one():
+    """Three words of ten frames (ramps 0-9 and 40-49 around a flat 30); a recording of the
+    first and last: at a cost of leaving the middle out that squeezing it at double speed
+    undercuts, the warp squeezes it, unless the frames it hops over pay their distance too
+    (``hop_weight``); all three said at double speed are followed frame for frame either way."""
+    template = np.r_[np.arange(10.0), np.full(10, 30.0), 40 + np.arange(10.0)][:, None]
+    template = template.astype(np.float32)
+    onsets = gaps = np.array([0, 10, 20])
+    said = np.r_[template[:10], template[20:]]
+    skips = np.array([np.inf, 80.0, np.inf], np.float32)
+    squeezed = dtw.warp(said, template, onsets, gaps, half=30, skips=skips)
+    assert dtw.skipped(squeezed, onsets, gaps, skips).tolist() == [False, False, False]
+    hopped = dtw.warp(said, template, onsets, gaps, half=30, skips=skips, hop_weight=1.0)
+    assert dtw.skipped(hopped, onsets, gaps, skips).tolist() == [False, True, False]
+    fast = dtw.warp(template[::2], template, onsets, gaps, half=30, hop_weight=1.0)
+    assert fast[:-1].tolist() == list(range(0, 28, 2))  # the last frame may end the template
+
+
 def test_the_warp_leaves_out_a_word_never_spoken_only_where_that_is_cheaper():
     """Three words of ten frames each (features 0, 5, 10); a recording of the first and last:
     without a cost to leave a word out the middle one is squeezed between them; with one, it is
