@@ -139,17 +139,22 @@ def write_words(captions: list[Caption], words: list, kind: str) -> str:
 def _word_cues(captions: list[Caption], words: list) -> list[tuple[float, float, str]]:
     """SRT's word cues (start, end, text): a cue a placed word, a word not placed shown in the
     cue of the placed word before it in its caption (the first's after it), so that no word
-    is lost and none is given a time of its own; a caption with no word placed, one cue of its
-    span."""
-    cues = []
+    is lost and none is given a time of its own; words placed at one span (written words read
+    as one, "1 000") one cue; a caption with no word placed, one cue of its span (none for a
+    caption with no word)."""
+    cues: list[tuple[float, float, str]] = []
     for c, own in zip(captions, words_by_caption(captions, words), strict=True):
         placed = [k for k, w in enumerate(own) if w.start is not None]
         if not placed:
-            cues.append((c.start, c.end, " ".join(w.word for w in own)))
+            cues += [(c.start, c.end, " ".join(w.word for w in own))] if own else []
             continue
         bounds = [0, *placed[1:], len(own)]  # each cue's words: a placed word and those after
         for k, a, b in zip(placed, bounds, bounds[1:], strict=False):
-            cues.append((own[k].start, own[k].end, " ".join(w.word for w in own[a:b])))
+            text = " ".join(w.word for w in own[a:b])
+            if a and cues[-1][:2] == (own[k].start, own[k].end):  # words read as one ("1 000")
+                cues[-1] = (*cues[-1][:2], f"{cues[-1][2]} {text}")
+            else:
+                cues.append((own[k].start, own[k].end, text))
     return cues
 
 

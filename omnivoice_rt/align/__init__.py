@@ -254,18 +254,16 @@ def speech_words(
     """The words of a result (``Speech``'s waveform and captions), piece by piece: each
     caption's words as written placed in the samples it occupies (:func:`_caption_words`), in
     the result's seconds (``model``: ``align``'s). A piece that cannot be aligned (longer than
-    ``MAX_ALIGN_S``, or the aligner failed) has its words unplaced; the synthesis stands. Only
-    a missing eSpeak NG is raised (``EspeakMissing``, naming the extra)."""
-    from omnivoice_rt.align.espeak import EspeakMissing
-
+    ``MAX_ALIGN_S``, or the aligner failed while it ran) has its words unplaced; the synthesis
+    stands. The aligner is loaded first: one that cannot be (eSpeak NG missing: the extra
+    named; a CTC model's folder wrong) is raised, once (:func:`load_aligner`)."""
+    model = load_aligner(model)
     waveform = np.asarray(waveform, np.float32).reshape(-1)
     words: list[Word] = []
     for caption in captions:
         piece = waveform[caption.start_sample : caption.end_sample]
         try:
             found = _caption_words(piece, sample_rate, caption, language, model)
-        except EspeakMissing:
-            raise  # the extra is missing: said once, before any synthesis, by every door
         except Exception as exc:  # an aligner's fault never costs the synthesis its audio
             logger.warning("a piece's words were not aligned: %s", exc)
             found = unplaced(words_of(caption.written or caption.text))

@@ -51,8 +51,9 @@ NOT_INDENT = re.compile(r"[^ \t]")  # what a line's start held for its name wait
 SSML_VOICE = re.compile(r"<voice[\s/>]", re.IGNORECASE)  # an SSML document's <voice> element
 SSML_ASIDE = re.compile(r"<!--.*?-->|<!\[CDATA\[.*?\]\]>", re.DOTALL)  # no element inside
 SSML_GROWTH = 4  # a document's turns, their elements reopened, at most this times its length
-# a line's "Name:" that is a path or markup ("../notes:", "<b>Ann</b>:"): refused, not read
-NOT_A_NAME = re.compile(r"<.*|\S*[/\\<>]\S*")
+# a line's "Name:" that is a path ("../notes:", "/etc/x:", "~/a:") or holds a markup tag
+# ("<b>Ann</b>:"): refused, not read as text ("and/or:", "24/7:", "<3 you:" stay text)
+NOT_A_NAME = re.compile(r"(\.{1,2}|~)?[/\\].*|.*<[^<>\s][^<>]*>.*")
 NAME_PUNCTUATION = " ._'-"
 NAME_RULE = (
     f"a name is 1 to {MAX_SPEAKER_CHARS} letters, digits, spaces, '.', '_', \"'\" or '-', a "

@@ -64,9 +64,17 @@ def _write(path: str, waveform, rate: int, kind: str | None = None) -> None:
 def _check_output(args) -> None:
     """The output's format (``--format``, else its suffix's) and ``--sample-rate``, checked
     (an encoder the format needs present, a rate it takes) before any model loads."""
+    import soundfile as sf
+
     from omnivoice_rt.audio.formats import check_rate, missing_encoder
 
-    kind = args.format or SUFFIXES.get(Path(args.output).suffix.lower(), "wav")
+    suffix = Path(args.output).suffix.lower()
+    if not (args.format or suffix in SUFFIXES or suffix[1:].upper() in sf.available_formats()):
+        raise ValueError(
+            f"{args.output}: no audio format is named by its suffix; end it .wav, .flac, .mp3, "
+            ".opus, .ogg or .aac, or give --format"
+        )
+    kind = args.format or SUFFIXES.get(suffix, "wav")
     missing = missing_encoder(kind)
     if missing:
         raise ValueError(f"{args.output}: {missing}")

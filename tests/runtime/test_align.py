@@ -353,8 +353,9 @@ def test_word_captions_read_back_with_their_own_parsers(spoken):
 
 def test_srt_word_captions_lose_no_word_and_time_none_unplaced():
     """An unplaced word is shown in the cue of the placed word before it in its caption (the
-    first in the next's), a caption with no word placed is one cue of its span: every word is
-    in the document, read back by the srt parser, and no cue starts at an unplaced word."""
+    first in the next's), a caption with no word placed is one cue of its span, words read as
+    one ("1 000") one cue, a caption with no word none: every word is in the document, read
+    back by the srt parser, and no cue starts at an unplaced word."""
     from omnivoice_rt import captions
     from omnivoice_rt.align import Word
 
@@ -363,12 +364,16 @@ def test_srt_word_captions_lose_no_word_and_time_none_unplaced():
         captions.Caption(0, 24000, 24000, "Hello big world."),
         captions.Caption(24000, 48000, 24000, "Bye now."),
         captions.Caption(48000, 60000, 24000, "Gone."),
+        captions.Caption(60000, 72000, 24000, "♪ ♪"),  # no word: no cue
+        captions.Caption(72000, 96000, 24000, "one thousand times", "1 000 times"),
     ]
     words = [Word("Hello", 0.1, 0.3), Word("big", None, None), Word("world.", 0.5, 0.8),
-             Word("Bye", None, None), Word("now.", 1.2, 1.5), Word("Gone.", None, None)]  # fmt: skip
+             Word("Bye", None, None), Word("now.", 1.2, 1.5), Word("Gone.", None, None),
+             Word("1", 3.1, 3.6), Word("000", 3.1, 3.6), Word("times", 3.6, 3.9)]  # fmt: skip
     cues = list(srt.parse(captions.write_words(said, words, "srt")))
     assert [(c.start.total_seconds(), c.end.total_seconds(), c.content) for c in cues] == [
-        (0.1, 0.3, "Hello big"), (0.5, 0.8, "world."), (1.2, 1.5, "Bye now."), (2.0, 2.5, "Gone.")
+        (0.1, 0.3, "Hello big"), (0.5, 0.8, "world."), (1.2, 1.5, "Bye now."), (2.0, 2.5, "Gone."),
+        (3.1, 3.6, "1 000"), (3.6, 3.9, "times"),
     ]  # fmt: skip
 
 

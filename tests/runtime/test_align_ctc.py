@@ -356,6 +356,8 @@ def test_a_written_word_read_otherwise_takes_its_readings_time(tmp_path, caplog)
         ("1", at[9], at[12]), ("000.", at[9], at[12]),
     ]  # fmt: skip
     assert align.align(x, 16000, written, model=model)[1].start is None  # "$5" as written
+    with pytest.raises(ArtifactError):  # an aligner that cannot load is said, not hidden
+        align.speech_words(x, 16000, [Caption(0, len(x), 16000, reading)], None, str(tmp_path))
     cut = Caption(0, len(x) - 1, 16000, reading, written)  # 1 sample short of whole frames
     with caplog.at_level("WARNING", logger="omnivoice_rt.align"):
         words = align.speech_words(x, 16000, [cut], None, model)

@@ -104,7 +104,7 @@ def test_a_script_read_as_it_arrives_gives_the_turns_of_the_whole(named_lines):
 
 
 PIECES = ["Ann:", "María：", " ", "\t", "\n", "\r", "\x85", "\u2028", "hi", "yo.", "[voice:Ann]",
-          "[voice: Bob ]", "[voice:a/b]", "[", "]", ":", "\u3000", " " * 70, "[voice:", "a/b:",
+          "[voice: Bob ]", "[voice:a/b]", "[", "]", ":", "\u3000", " " * 70, "[voice:", "../b:",
           "<b>x</b>："]  # fmt: skip
 
 
@@ -222,6 +222,7 @@ def test_an_ssml_script_that_cannot_be_spoken_names_the_line_and_the_fix(text, w
         ("Ann: hi\n../etc/passwd: hello", "line 2: '../etc/passwd' is no speaker's name; a name"),
         ("<b>Bob</b>: hello", "line 1: '<b>Bob</b>' is no speaker's name"),
         ("Ann: hi\n<v Bob>: hello", "line 2: '<v Bob>' is no speaker's name"),
+        ("Ann: hi\n~/notes: hello", "line 2: '~/notes' is no speaker's name"),
         ("\n  \n", "nothing to say"),
         (
             "".join(f"S{n}: hi.\n" for n in range(MAX_SPEAKERS + 1)),
@@ -233,6 +234,11 @@ def test_an_ssml_script_that_cannot_be_spoken_names_the_line_and_the_fix(text, w
 def test_a_script_that_cannot_be_spoken_names_the_line_and_the_fix(text, words):
     with pytest.raises(ScriptError, match=words):
         script.parse(text, named_lines=True)
+
+
+@pytest.mark.parametrize("line", ["and/or: both", "24/7: open", "N/A: none", "<3 you: she wrote"])
+def test_a_line_whose_prefix_is_no_name_nor_a_path_nor_markup_is_text(line):
+    assert script.parse(f"Ann: hi\n{line}", named_lines=True) == [Turn("Ann", f"hi {line}", 1)]
 
 
 def test_captions_name_the_speaker_in_every_format():

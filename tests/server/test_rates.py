@@ -164,6 +164,8 @@ def test_the_command_line_writes_at_the_rate_asked(cpu_artifacts, tmp_path):
     assert done.returncode == 0, done.stderr
     info = sf.info(out)
     assert info.samplerate == 8000 and abs(info.duration - 2.0) < 0.3
+    unnamed = cli(*model, "--output", str(tmp_path / "out"))  # before the model loads
+    assert unnamed.returncode != 0 and "no audio format is named by its suffix" in unnamed.stderr
     for output in (["--output", str(tmp_path / "out.opus")],
                    ["--format", "opus", "--output", str(tmp_path / "out.wav")]):  # fmt: skip
         refused = cli(*model, "--sample-rate", "44100", *output)
