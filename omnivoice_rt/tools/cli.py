@@ -45,15 +45,20 @@ def _load(args, matmul: str | None = None):
 SUFFIXES = {".mp3": "mp3", ".opus": "opus", ".ogg": "opus", ".aac": "aac"}
 
 
-def _write(path: str, waveform, rate: int, kind: str | None = None) -> None:
-    """``waveform`` (at ``rate``) into ``path`` in format ``kind`` (``--format``; None: the
-    suffix's, ``SUFFIXES``, else what libsndfile makes of the suffix: wav, flac); aac as ADTS
-    (FFmpeg's encoder through PyAV)."""
+def _output_format(path: str, given: str | None) -> str | None:
+    """The format an output is written in: ``--format``'s, else its suffix's (``SUFFIXES``);
+    None: what libsndfile makes of the suffix (wav, flac)."""
+    return given or SUFFIXES.get(Path(path).suffix.lower())
+
+
+def _write(path: str, waveform, rate: int, given: str | None = None) -> None:
+    """``waveform`` (at ``rate``) into ``path`` in its format (:func:`_output_format`; ``given``:
+    ``--format``); aac as ADTS (FFmpeg's encoder through PyAV)."""
     import soundfile as sf
 
     from omnivoice_rt.audio.formats import AudioWriter
 
-    kind = kind or SUFFIXES.get(Path(path).suffix.lower())
+    kind = _output_format(path, given)
     if kind is None:
         sf.write(path, waveform.reshape(-1), rate)
         return
@@ -68,13 +73,13 @@ def _check_output(args) -> None:
 
     from omnivoice_rt.audio.formats import check_rate, missing_encoder
 
-    suffix = Path(args.output).suffix.lower()
-    if not (args.format or suffix in SUFFIXES or suffix[1:].upper() in sf.available_formats()):
+    kind = _output_format(args.output, args.format)
+    if kind is None and Path(args.output).suffix[1:].upper() not in sf.available_formats():
         raise ValueError(
             f"{args.output}: no audio format is named by its suffix; end it .wav, .flac, .mp3, "
             ".opus, .ogg or .aac, or give --format"
         )
-    kind = args.format or SUFFIXES.get(suffix, "wav")
+    kind = kind or "wav"  # libsndfile's wav or flac: the same rates
     missing = missing_encoder(kind)
     if missing:
         raise ValueError(f"{args.output}: {missing}")
