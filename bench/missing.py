@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """How often the word aligner reports a word that was never spoken, and how often it wrongly
-reports a spoken one, for each cost of leaving a word out (``omnivoice_rt.align.SKIP_SCALE``).
+reports a spoken one, for each cost of leaving a word out (``omnivoice_rt.align.SKIP_SCALE``)
+and each weight of a hopped frame (``HOP_WEIGHT``): every pair of the two lists.
 
-    python bench/missing.py [--scales none,1.75,2.0,2.5] [--seeds 12] [--languages en,ru,...]
-                            [--speaker +f3 --pitch 70]
+    python bench/missing.py [--scales none,1.75,2.0,2.5] [--hops 0.5] [--seeds 12]
+                            [--languages en,ru,...] [--speaker +f3 --pitch 70]
 
 The speech is ``bench/align.py``'s (every word at its own rate, pauses, 20 dB SNR noise; six
 languages of six scripts, both texts; ``--speaker`` and ``--pitch``: another eSpeak voice
@@ -12,8 +13,9 @@ unplaced word a false report), with one interior word cut out (from its sound's 
 next word's) and with two adjacent ones cut out (a hit: every cut word unplaced; every other
 unplaced word a false report). Prints, per scale and text (main, held out): the share of
 missing words found, spoken words unplaced per 100 on whole speech and on speech with words
-cut, and the aligner's time against the first scale's (the scales alternate on each rendering,
-in a rotating order); then one machine line with the CPU.
+cut, the mean and 95th-percentile start error of the whole renderings' spoken words, and the
+aligner's time against the first setting's (the settings alternate on each rendering, in a
+rotating order); then one machine line with the CPU.
 
 Extras: align (eSpeak NG).
 """
@@ -37,14 +39,15 @@ from bench.benchmark import machine  # noqa: E402
 
 def trials(language: str, text: str, seeds: int, speaker: str, pitch: int):
     """For each seed: the rendering whole, with one word cut, with two cut (audio, rate, the
-    cut words' indices, the words with a true start), spoken by ``speaker`` at ``pitch``."""
+    cut words' indices, each word's true start: NaN where eSpeak gave none), spoken by
+    ``speaker`` at ``pitch``."""
     words = aligner.words_of(text)
     joiner = "" if language == "cmn" else " "
     for seed in range(seeds):
         rng = np.random.default_rng(1000 + seed)
         x, rate, truth = varied(words, language, joiner, rng, speaker, pitch)
         known = np.isfinite(truth)
-        yield x, rate, [], known
+        yield x, rate, [], truth
         for count in (1, 2):
             # an interior word (never the first or last) whose start and the next kept one's
             # are known
@@ -54,29 +57,36 @@ def trials(language: str, text: str, seeds: int, speaker: str, pitch: int):
             k = int(rng.choice(options))
             cut = slice(int(truth[k] * rate), int(truth[k + count] * rate))
             kept = np.r_[x[: cut.start], x[cut.stop :]]
-            yield kept, rate, list(range(k, k + count)), known
+            yield kept, rate, list(range(k, k + count)), truth
 
 
-def measure(scales: list[float | None], cases) -> dict:
-    """For each scale: the share of missing words found, spoken words unplaced per 100 (whole
-    speech, speech with words cut) and the aligner's time; the scales alternate on each case
-    (in a rotating order), so that their times share the machine's moments."""
-    counts = {
-        scale: dict.fromkeys(("found", "missing", "false_whole", "whole", "false_cut", "kept"), 0)
-        for scale in scales
-    }
-    took = dict.fromkeys(scales, 0.0)
-    for number, (text, language, x, rate, cut, known) in enumerate(cases):
-        shift = number % len(scales)
-        for scale in scales[shift:] + scales[:shift]:
-            aligner.SKIP_SCALE = scale
+Setting = tuple[float, float | None]  # (HOP_WEIGHT, SKIP_SCALE)
+
+
+def measure(settings: list[Setting], cases) -> dict:
+    """For each setting: the share of missing words found, spoken words unplaced per 100 (whole
+    speech, speech with words cut), the whole renderings' start errors and the aligner's time;
+    the settings alternate on each case (in a rotating order), so that their times share the
+    machine's moments."""
+    keys = ("found", "missing", "false_whole", "whole", "false_cut", "kept")
+    counts = {setting: dict.fromkeys(keys, 0) for setting in settings}
+    errors: dict = {setting: [] for setting in settings}
+    took = dict.fromkeys(settings, 0.0)
+    default = aligner.HOP_WEIGHT, aligner.SKIP_SCALE
+    for number, (text, language, x, rate, cut, truth) in enumerate(cases):
+        shift = number % len(settings)
+        for setting in settings[shift:] + settings[:shift]:
+            aligner.HOP_WEIGHT, aligner.SKIP_SCALE = setting
             started = time.perf_counter()
-            result = aligner.align(x, rate, text, language)
-            took[scale] += time.perf_counter() - started
+            try:
+                result = aligner.align(x, rate, text, language)
+            finally:  # the module's own settings back, for whatever aligns next
+                aligner.HOP_WEIGHT, aligner.SKIP_SCALE = default
+            took[setting] += time.perf_counter() - started
             lost = np.array([w.start is None for w in result])
-            others = known.copy()
+            others = np.isfinite(truth)
             others[cut] = False
-            wrong, c = int((lost & others).sum()), counts[scale]
+            wrong, c = int((lost & others).sum()), counts[setting]
             if cut:
                 c["missing"] += 1
                 c["found"] += int(lost[cut].all())
@@ -85,26 +95,38 @@ def measure(scales: list[float | None], cases) -> dict:
             else:
                 c["false_whole"] += wrong
                 c["whole"] += int(others.sum())
+                starts = np.array([np.nan if w.start is None else w.start for w in result])
+                errors[setting] += list(np.abs(starts - truth)[others & ~lost])
     return {
-        scale: {
+        setting: {
             "found": c["found"] / max(c["missing"], 1),
             "false_whole": 100 * c["false_whole"] / max(c["whole"], 1),
             "false_cut": 100 * c["false_cut"] / max(c["kept"], 1),
-            "took": took[scale],
+            "mean_ms": 1000 * float(np.mean(errors[setting])) if errors[setting] else np.nan,
+            "p95_ms": 1000 * float(np.percentile(errors[setting], 95))
+            if errors[setting]
+            else np.nan,
+            "took": took[setting],
         }
-        for scale, c in counts.items()
+        for setting, c in counts.items()
     }
+
+
+def _numbers(text: str) -> list[float | None]:
+    return list(dict.fromkeys(None if s == "none" else float(s) for s in text.split(",")))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scales", default="none,1.75,2.0,2.5")
+    parser.add_argument("--scales", default="none,1.75,2.0,2.5", help="SKIP_SCALE values")
+    parser.add_argument("--hops", default=f"{aligner.HOP_WEIGHT:g}", help="HOP_WEIGHT values")
     parser.add_argument("--seeds", type=int, default=12)
     parser.add_argument("--languages", default=",".join(TEXTS))
     parser.add_argument("--speaker", default=VARIANT, help="eSpeak's voice variant: +m3, +whisper")
     parser.add_argument("--pitch", type=int, default=PITCH)
     args = parser.parse_args()
-    scales = list(dict.fromkeys(None if s == "none" else float(s) for s in args.scales.split(",")))
+    hops = [h or 0.0 for h in _numbers(args.hops)]
+    settings = [(hop, scale) for hop in hops for scale in _numbers(args.scales)]
     line = []
     for index, name in enumerate(("main", "held")):
         cases = [
@@ -113,13 +135,14 @@ def main() -> int:
             for case in trials(lang, TEXTS[lang][index], args.seeds, args.speaker, args.pitch)
         ]
         aligner.align(*cases[0][2:4], *cases[0][:2])  # warm (eSpeak, the first calls): unmeasured
-        results = measure(scales, cases)
-        base = results[scales[0]]["took"]
-        for scale, r in results.items():
-            label = "none" if scale is None else f"{scale:g}"
+        results = measure(settings, cases)
+        base = results[settings[0]]["took"]
+        for (hop, scale), r in results.items():
+            label = f"{hop:g}/{'none' if scale is None else f'{scale:g}'}"
             print(
-                f"{name:4} scale {label:>4}: found {100 * r['found']:5.1f}%  spoken unplaced "
-                f"per 100: whole {r['false_whole']:.2f}, cut {r['false_cut']:.2f}  "
+                f"{name:4} hop/scale {label:>9}: found {100 * r['found']:5.1f}%  spoken "
+                f"unplaced per 100: whole {r['false_whole']:.2f}, cut {r['false_cut']:.2f}  "
+                f"start error {r['mean_ms']:.1f} / p95 {r['p95_ms']:.1f} ms  "
                 f"time {r['took'] / base:.2f}x",
                 flush=True,
             )

@@ -87,6 +87,25 @@ def test_the_same_recording_at_another_rate_gives_the_same_times():
     assert_close([w.start for w in a], [w.start for w in b])
 
 
+def test_the_missing_word_bench_measures_each_setting_and_leaves_the_defaults():
+    """``bench/missing.py``'s measure: one rendering of the English text whole and with words
+    cut, under the default and under ``SKIP_SCALE = None`` (a word never left out, so no cut
+    word is found by the warp); the module's settings are its own again afterwards."""
+    from bench import missing
+    from omnivoice_rt import align as aligner
+
+    default = aligner.HOP_WEIGHT, aligner.SKIP_SCALE
+    text = TEXTS["en"][0]
+    cases = [(text, "en", *case) for case in missing.trials("en", text, 1, "+f3", 70)]
+    assert [len(case[4]) for case in cases] == [0, 1, 2]  # whole, one word cut, two cut
+    results = missing.measure([default, (default[0], None)], cases)
+    assert (aligner.HOP_WEIGHT, aligner.SKIP_SCALE) == default
+    assert results[(default[0], None)]["found"] == 0.0
+    for r in results.values():
+        assert r["false_whole"] == 0.0
+        assert r["mean_ms"] <= 50 and r["p95_ms"] <= 150
+
+
 @pytest.mark.parametrize("missing", ["minutes.", "hurry"])
 def test_a_word_the_recording_never_says_is_unplaced_and_the_others_placed(missing):
     """The text read without one of its words, three renderings: that word has null times,
