@@ -34,8 +34,11 @@ test_normalize.py compares it with upstream's function) with a smaller install:
 
 Differences, on purpose: a language is resolved as the runtime does (``text.resolve_language``:
 an unknown one raises ``ValueError``, where upstream passes it to num2words; a BCP-47 tag such as
-``en-US`` is English, where upstream gives it to num2words), and a missing package raises
-naming it (upstream skips num2words silently).
+``en-US`` is English, where upstream gives it to num2words), a missing package raises
+naming it (upstream skips num2words silently), and a number written with its thousands apart
+("1 000", "2 500 000", a space, a no-break space or a narrow one between groups of three, as
+French, German, Russian and SI write them) is read as one number (``JOIN_DIGIT_GROUPS``; upstream
+reads each group alone: "one oh oh zero", French "un zéro", "deux cinq cents").
 """
 
 from __future__ import annotations
@@ -105,6 +108,15 @@ MAX_PIECE_CHARS = 200
 # between two Chinese characters, else at the limit.
 _SENTENCE_CUT = re.compile(r"(?<=[.!?]) (?=[A-Z])|(?<=[。！？；])(?=[^\s”’」』）)\]])")
 _HAN_CUT = re.compile(r"(?<=[\u4e00-\u9fff])(?=[\u4e00-\u9fff])")
+# a number's thousands written apart ("1 000", "12 500 000"; a space, no-break space or narrow
+# no-break space between groups of three, with no other digit, decimal point or "+" next to
+# the run: "555 123 4567" stays as it is): joined before reading, where upstream read "1 000" "one oh oh zero" (English), "un
+# zéro" (French); False: upstream's reading
+JOIN_DIGIT_GROUPS = True
+_DIGIT_GROUPS = re.compile(
+    r"(?<![\d.,+])(?<![\d.,+][ \u00a0\u202f])\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?![\d]|[ \u00a0\u202f]\d)"
+)
+_GROUP_SPACE = re.compile(r"[ \u00a0\u202f]")
 
 
 def normalize_text(
@@ -132,6 +144,8 @@ def normalize_text(
     if code is None:
         code = "zh" if ZH_RE.search(text) else "en"
     reading = _Reading(max_chars, should_stop, piece_chars)
+    if JOIN_DIGIT_GROUPS:
+        text = _DIGIT_GROUPS.sub(lambda m: _GROUP_SPACE.sub("", m.group()), text)
     if code in FSTS:
         if run is None:
             _normalizer(code)  # loaded first: a missing package is said, not taken for a failure

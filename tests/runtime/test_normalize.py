@@ -66,6 +66,35 @@ LANGUAGES = [None, "en", "English", "zh", "Chinese", "de", "German", "fr", "ja",
 LANGUAGES += ["hi", "pl", "yue", "ko", "pt", "vi", "th"]
 
 
+@pytest.fixture(autouse=True)
+def upstream_reading(monkeypatch):
+    """This module compares with upstream: its one difference of reading is off
+    (``JOIN_DIGIT_GROUPS``; tested on its own below)."""
+    monkeypatch.setattr(normalize, "JOIN_DIGIT_GROUPS", False)
+
+
+@pytest.mark.parametrize(
+    "text, language, ours, theirs",
+    [
+        ("Then 1 000 people came.", "en", "one thousand people", "one oh oh zero people"),
+        ("Il y a 2 500 euros.", "fr", "deux mille cinq cents euros", "deux cinq cents euros"),
+        ("Es sind 1\u00a0000 Leute.", "de", "eintausend Leute", "eins\u00a0null Leute"),
+        ("12\u202f500\u202f000 stars", "en", "twelve million five hundred thousand", "twelve"),
+        ("It costs $1 250.50.", "en", "one thousand two hundred and fifty point five", "one"),
+    ],
+)
+def test_a_number_with_its_thousands_apart_is_read_as_one(
+    monkeypatch, text, language, ours, theirs
+):
+    """Where upstream reads each group of "1 000" alone (checked against upstream), the runtime
+    reads one number; a phone number's groups ("555 123 4567", "+33 612 345 678") stay apart."""
+    assert theirs in upstream(text, language)
+    monkeypatch.setattr(normalize, "JOIN_DIGIT_GROUPS", True)
+    assert ours in normalize_text(text, language)
+    for phone in ("Call 555 123 4567.", "Call +33 612 345 678."):
+        assert normalize_text(phone, "en") == upstream(phone, "en")
+
+
 @pytest.mark.parametrize("language", LANGUAGES, ids=str)
 def test_equals_upstream_on_a_corpus(language):
     for text in CORPUS:
