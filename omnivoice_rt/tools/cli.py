@@ -66,13 +66,29 @@ def _write(path: str, waveform, rate: int, given: str | None = None) -> None:
     Path(path).write_bytes(writer.write(waveform) + writer.close())
 
 
+def _writable(path, flag: str) -> None:
+    """A file the command will write, checked before any work: a file's name (not a folder's)
+    in a folder that exists."""
+    if path is None:
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise ValueError(f"{flag} {path} is a folder; name a file in it")
+    if not target.parent.is_dir():
+        raise ValueError(
+            f"{flag} {path}: the folder {target.parent} does not exist; create it or write "
+            "elsewhere"
+        )
+
+
 def _check_output(args) -> None:
-    """The output's format (``--format``, else its suffix's) and ``--sample-rate``, checked
-    (an encoder the format needs present, a rate it takes) before any model loads."""
+    """The output's folder, format (``--format``, else its suffix's) and ``--sample-rate``,
+    checked (an encoder the format needs present, a rate it takes) before any model loads."""
     import soundfile as sf
 
     from omnivoice_rt.audio.formats import check_rate, missing_encoder
 
+    _writable(args.output, "--output")
     kind = _output_format(args.output, args.format)
     if kind is None and Path(args.output).suffix[1:].upper() not in sf.available_formats():
         raise ValueError(
@@ -102,7 +118,9 @@ def cmd_synthesize(args) -> int:
     from omnivoice_rt.request import OPTIONS, door_request
 
     options = {name: getattr(args, name) for name in OPTIONS}
-    if (args.text is None) == (args.script is None):
+    if args.text is not None and args.script is not None:
+        raise ValueError("give --text TEXT or --script FILE, not both")
+    if args.text is None and args.script is None:
         raise ValueError("give the text to say: --text TEXT, or --script FILE for a dialogue")
     from omnivoice_rt.text.script import has_tags
 
@@ -115,6 +133,8 @@ def cmd_synthesize(args) -> int:
         speak = _script(args, options)  # checked before the model loads
     kind = captions.format_of(args.captions) if args.captions else None  # before the model
     word_kind = _word_captions(args.word_captions, args.align_model)
+    _writable(args.captions, "--captions")
+    _writable(args.word_captions, "--word-captions")
     _check_output(args)
     voice = _load(args)
 
@@ -196,6 +216,8 @@ def cmd_dub(args) -> int:
                 f"{flag} {path} is the subtitle file being dubbed; write the result elsewhere"
             )
     kind = captions.format_of(captions_path)
+    _writable(captions_path, "--captions")
+    _writable(report_path, "--report")
     _check_output(args)
     options = {name: getattr(args, name) for name in OPTIONS if hasattr(args, name)}
     options = {name: value for name, value in options.items() if value is not None}
@@ -280,13 +302,18 @@ def cmd_align(args) -> int:
 
     import soundfile as sf
 
-    from omnivoice_rt.align import AlignError, align, features, load_aligner
+    from omnivoice_rt.align import AlignError, align, features, load_aligner, words_of
     from omnivoice_rt.audio.ops import load_audio
     from omnivoice_rt.limits import MAX_ALIGN_S, MAX_SCRIPT_CHARS
     from omnivoice_rt.text.languages import resolve_language
 
     language = resolve_language(args.language)  # a bad one is told before anything is read
     text = args.text if args.text is not None else _read_text(args.text_file, MAX_SCRIPT_CHARS)
+    if not words_of(text):
+        raise ValueError("the text has no words to place; give the recording's text (--text)")
+    _writable(args.output, "--output")
+    if not Path(args.audio).is_file():
+        raise ValueError(f"--audio {args.audio}: no such file")
     try:
         seconds = sf.info(args.audio).duration
     except RuntimeError as exc:

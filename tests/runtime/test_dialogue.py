@@ -413,7 +413,7 @@ def test_the_command_line_speaks_a_script_with_its_speakers(fp32_artifacts, tmp_
     assert refused.returncode != 0 and "line 2: no voice for speaker 'Bob'" in refused.stderr
     assert "Traceback" not in refused.stderr
     both = cli("--script", str(source), "--text", "Hi.", "--output", str(out))
-    assert both.returncode != 0 and "--text TEXT, or --script FILE" in both.stderr
+    assert both.returncode != 0 and "--text TEXT or --script FILE, not both" in both.stderr
     # --text with [voice:NAME] tags is a script too, its "Name:" lines text (no --script)
     tagged = cli(
         "--text", "Note: hi. [voice:Bob] Hello there.", "--speaker", "Bob=male",
@@ -422,3 +422,33 @@ def test_the_command_line_speaks_a_script_with_its_speakers(fp32_artifacts, tmp_
     assert tagged.returncode == 0, tagged.stderr
     written = vtt.read_text(encoding="utf-8")
     assert "\nNote: hi.\n" in written and "<v Bob>Hello there." in written
+
+
+def test_the_command_line_refuses_a_file_it_cannot_write_before_any_work(tmp_path):
+    """An output, captions or word-captions file in a folder that does not exist, or naming a
+    folder, is one line before the model loads (the model folder here does not exist: had the
+    command gone on to load it, its error would be another); so are align's missing audio and
+    empty text."""
+    from tests.runtime.test_runtime import ROOT
+
+    def cli(*args):
+        command = [sys.executable, "-m", "omnivoice_rt", *args]
+        return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+    nowhere = tmp_path / "missing" / "out"
+    missing = f"{nowhere.parent} does not exist; create it or write elsewhere"
+    model = ["synthesize", "--model-dir", str(tmp_path / "no-model"), "--text", "Hi."]
+    out = ["--output", str(tmp_path / "a.wav")]
+    cases = [
+        ([*model, "--output", f"{nowhere}.wav"], f"--output {nowhere}.wav: the folder {missing}"),
+        ([*model, "--output", f"{nowhere}.mp3"], f"--output {nowhere}.mp3: the folder {missing}"),
+        ([*model, "--output", str(tmp_path)], f"--output {tmp_path} is a folder"),
+        ([*model, *out, "--captions", f"{nowhere}.srt"], f"--captions {nowhere}.srt: the folder"),
+        ([*model, *out, "--word-captions", f"{nowhere}.vtt"], "--word-captions"),
+        (["align", "--audio", str(tmp_path / "none.wav"), "--text", "Hi."], "no such file"),
+        (["align", "--audio", str(tmp_path / "none.wav"), "--text", " ... "], "no words to place"),
+    ]
+    for args, words in cases:
+        done = cli(*args)
+        assert done.returncode != 0 and words in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr
