@@ -86,7 +86,8 @@ def prepare(
         )
     turns = script.parse(text, named_lines, limit)
     check_speakers(turns, speakers or {})
-    used = {name: speakers[name] for name in script.speakers_of(turns)}  # the others unread
+    # the others unread
+    used = {name: speakers[speaker_key(speakers, name)] for name in script.speakers_of(turns)}
     voices = merged_voices(options, used)
     requests = [_request(turn, voices, request_of) for turn in turns]
     return Script(text, turns, requests, voices, turn_pause, rate)
@@ -195,16 +196,38 @@ def given_voices(lines, where: str, strict: bool = True) -> dict[str, str]:
     return given
 
 
+def speaker_key(speakers: dict, name: str) -> str | None:
+    """The name ``speakers`` knows ``name`` by: itself, else the one name that differs from it
+    only in case (a script's "Alloy:" speaks in the voice alloy); None where none does, or
+    several do ("Ann" and "ann" both saved: only the exact one)."""
+    if name in speakers:
+        return name
+    folded = [k for k in speakers if isinstance(k, str) and k.casefold() == name.casefold()]
+    return folded[0] if len(folded) == 1 else None
+
+
 def check_speakers(turns: list[Turn], speakers: dict) -> None:
-    """Every named speaker has a voice, before anything runs."""
+    """Every named speaker has a voice (:func:`speaker_key`), before anything runs."""
     for turn in turns:
-        if turn.speaker is not None and turn.speaker not in speakers:
+        if turn.speaker is not None and speaker_key(speakers, turn.speaker) is None:
             known = ", ".join(sorted(speakers)) or "none"
             raise ScriptError(
                 f"line {turn.line}: no voice for speaker {turn.speaker!r}; the voices are "
-                f"{known}: give {turn.speaker!r} one (a voice of the library, a design or a "
-                "reference)"
+                f"{known}: save a voice of that name in the library, or (on the command line "
+                "and the page) give it one: a voice of the library, a design or a reference"
             )
+
+
+def library_voice(library, name: str) -> dict:
+    """The options of ``library``'s voice for a script's speaker ``name``, found as
+    :func:`speaker_key` finds it; ``ValueError`` naming the voices there are."""
+    try:
+        return library.options(name)
+    except ValueError:
+        known = speaker_key(dict.fromkeys(library.names()), name)
+        if known is None:
+            raise
+        return library.options(known)
 
 
 def _request(turn: Turn, voices: dict, request_of) -> Request:

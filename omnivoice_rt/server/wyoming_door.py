@@ -531,7 +531,7 @@ class Connection(AsyncEventHandler):
         voices = stream["voices"]
         if turn.speaker not in voices:
             try:
-                mine = self.door.library.options(turn.speaker)
+                mine = dialogue.library_voice(self.door.library, turn.speaker)
             except ValueError as exc:
                 self.stream = None
                 raise WyomingError(

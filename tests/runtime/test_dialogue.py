@@ -452,3 +452,25 @@ def test_the_command_line_refuses_a_file_it_cannot_write_before_any_work(tmp_pat
         done = cli(*args)
         assert done.returncode != 0 and words in done.stderr, (args, done.stderr)
         assert "Traceback" not in done.stderr
+
+
+def test_a_speaker_is_the_voice_of_its_name_in_any_case_where_one_voice_has_it():
+    """A script's "Alloy:" speaks in the library's alloy (built-in names are any case), on
+    every door that prepares a script and on Wyoming's streams (``library_voice``); where two
+    voices differ only in case, only the exact name is either."""
+    from omnivoice_rt import dialogue
+    from omnivoice_rt.voices import VoiceLibrary
+
+    library = VoiceLibrary(None)
+    made = dialogue.prepare(
+        "Alloy: Hi.\nECHO: Hello.", {}, dialogue.library_speakers(library), named_lines=True
+    )
+    assert made.voices["Alloy"]["instruct"] == library.options("alloy")["instruct"]
+    assert made.voices["ECHO"]["instruct"] == library.options("echo")["instruct"]
+    assert dialogue.library_voice(library, "ALLOY") == library.options("alloy")
+    with pytest.raises(ValueError, match="Unknown voice 'Zed'"):
+        dialogue.library_voice(library, "Zed")
+    twins = {"Ann": {"instruct": "female"}, "ann": {"instruct": "male"}}
+    assert dialogue.speaker_key(twins, "ann") == "ann"
+    with pytest.raises(ScriptError, match="line 1: no voice for speaker 'ANN'"):
+        dialogue.prepare("ANN: Hi.", {}, twins, named_lines=True)
