@@ -55,6 +55,14 @@ SKIP_BASE, SKIP_PER_FRAME = 2.0, 0.15
 # the next one, the warp then took it for unspoken, and no missing word this short was found
 SKIP_SHORTEST_S = 0.06
 
+# eSpeak NG's Japanese voice has no kanji readings: it says "Chinese letter" (in English, 0.8 s)
+# for each, three to four times a kanji's length, so a text's words were placed 180-330 ms off on
+# average and a third to a half of them unplaced. Each kanji is given to it as this instead: one
+# mora, shorter than most readings (one to four), as the warp may stretch a template without
+# limit but hurry it only twofold; 65-95 ms off, a word in a hundred unplaced (bench/kanji.py;
+# docs/design.md section 10). None: eSpeak's own reading
+KANJI_STAND_IN: str | None = "か"
+
 # languages whose eSpeak NG voice has another name than their code
 _VOICES = {"zh": "cmn", "arb": "ar", "cmn": "cmn", "yue": "yue", "nb": "nb", "fil": "tl"}
 # a text with no language named: the voice for its script
@@ -213,11 +221,26 @@ def align(
 
     engine = espeak.engine()
     voice = voice_for(language, text, engine)
-    template = engine.speak(words, voice, joiner="" if all(map(_unspaced, words)) else " ")
+    joiner = "" if all(map(_unspaced, words)) else " "
+    template = engine.speak(_readable(words, voice), voice, joiner=joiner)
     recording = features.log_mel(waveform, sample_rate)
     if len(recording) < 2 or not np.isfinite(template.starts).any():
         return unplaced(words)
     return _placed(words, recording, template)
+
+
+def _readable(words: list[str], voice: str) -> list[str]:
+    """``words`` as eSpeak's ``voice`` is given them: in Japanese, each kanji (and the
+    iteration mark "々") as ``KANJI_STAND_IN``."""
+    if voice != "ja" or KANJI_STAND_IN is None:
+        return words
+    return ["".join(KANJI_STAND_IN if _kanji(c) else c for c in word) for word in words]
+
+
+def _kanji(char: str) -> bool:
+    return unicodedata.name(char, "").startswith(
+        ("CJK UNIFIED", "CJK COMPATIBILITY IDEO", "IDEOGRAPHIC ITERATION")
+    )
 
 
 def unplaced(words: list[str]) -> list[Word]:

@@ -106,6 +106,21 @@ def test_the_missing_word_bench_measures_each_setting_and_leaves_the_defaults():
         assert r["mean_ms"] <= 50 and r["p95_ms"] <= 150
 
 
+def test_japanese_with_kanji_is_placed_by_a_stand_in_for_each_kanji():
+    """eSpeak's Japanese voice says "Chinese letter" for a kanji; with ``KANJI_STAND_IN`` the
+    text as written (kanji and kana) is placed in speech of its reading (``bench/kanji.py``, two
+    renderings): its groups' starts well within half of eSpeak's own reading's error, at most
+    one unplaced, where eSpeak's reading unplaced a third."""
+    from bench.kanji import TEXTS as JAPANESE
+    from bench.kanji import measure as kanji_errors
+    from omnivoice_rt import align as aligner
+
+    found = kanji_errors(JAPANESE["main"], [None, aligner.KANJI_STAND_IN], seeds=2)
+    (k0, a0, lost0), (k1, a1, lost1) = found[None], found[aligner.KANJI_STAND_IN]
+    assert lost1 <= 1 and lost0 >= 10, (lost0, lost1)
+    assert np.mean(k1 + a1) < 0.5 * np.mean(k0 + a0) and np.mean(k1 + a1) < 0.12
+
+
 @pytest.mark.parametrize("missing", ["minutes.", "hurry"])
 def test_a_word_the_recording_never_says_is_unplaced_and_the_others_placed(missing):
     """The text read without one of its words, three renderings: that word has null times,
