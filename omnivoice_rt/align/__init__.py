@@ -56,8 +56,8 @@ SKIP_BASE, SKIP_PER_FRAME = 2.0, 0.15
 SKIP_SHORTEST_S = 0.06
 
 # eSpeak NG's Japanese voice has no kanji readings: it says "Chinese letter" (in English, 0.8 s)
-# for each, three to four times a kanji's length, so a text's words were placed 180-330 ms off on
-# average and a third to a half of them unplaced. Each kanji is given to it as this instead: one
+# for each, three to four times a kanji's length, so a text's words were placed 210-300 ms off on
+# average and 38% of them unplaced. Each kanji is given to it as this instead: one
 # mora, shorter than most readings (one to four), as the warp may stretch a template without
 # limit but hurry it only twofold; 65-95 ms off, a word in a hundred unplaced (bench/kanji.py;
 # docs/design.md section 10). None: eSpeak's own reading
