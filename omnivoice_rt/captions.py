@@ -124,10 +124,11 @@ def write_words(captions: list[Caption], words: list, kind: str) -> str:
     if kind == "vtt":
         cues, split = [], words_by_caption(captions, words)
         for n, (c, own) in enumerate(zip(captions, split, strict=True), 1):
-            text = " ".join(
-                (f"<{_seconds(w.start, '.')}>" if w.start is not None else "") + _vtt_text(w.word)
-                for w in own
-            )
+            text = "".join(
+                space + (f"<{_seconds(w.start, '.')}>" if w.start is not None else "")
+                + _vtt_text(shown)
+                for w, (space, shown) in zip(own, _as_shown(c, own), strict=True)
+            )  # fmt: skip
             cues.append(
                 f"{n}\n{_clock(c.start_sample, c.sample_rate, '.')} --> "
                 f"{_clock(c.end_sample, c.sample_rate, '.')}\n{_voice(c)}{text}\n\n"
@@ -144,18 +145,40 @@ def _word_cues(captions: list[Caption], words: list) -> list[tuple[float, float,
     caption with no word)."""
     cues: list[tuple[float, float, str]] = []
     for c, own in zip(captions, words_by_caption(captions, words), strict=True):
+        shown = _as_shown(c, own)
         placed = [k for k, w in enumerate(own) if w.start is not None]
         if not placed:
-            cues += [(c.start, c.end, " ".join(w.word for w in own))] if own else []
+            cues += [(c.start, c.end, _joined(shown))] if own else []
             continue
         bounds = [0, *placed[1:], len(own)]  # each cue's words: a placed word and those after
         for k, a, b in zip(placed, bounds, bounds[1:], strict=False):
-            text = " ".join(w.word for w in own[a:b])
             if a and cues[-1][:2] == (own[k].start, own[k].end):  # words read as one ("1 000")
-                cues[-1] = (*cues[-1][:2], f"{cues[-1][2]} {text}")
+                cues[-1] = (*cues[-1][:2], cues[-1][2] + shown[a][0] + _joined(shown[a:b]))
             else:
-                cues.append((own[k].start, own[k].end, text))
+                cues.append((own[k].start, own[k].end, _joined(shown[a:b])))
     return cues
+
+
+def _joined(shown: list[tuple[str, str]]) -> str:
+    """Words as :func:`_as_shown` gives them, joined as the caption shows them."""
+    return "".join(space + word for space, word in shown).strip()
+
+
+def _as_shown(caption: Caption, own: list) -> list[tuple[str, str]]:
+    """Each of a caption's words as its text shows it: the space before it ("" between two
+    Chinese characters) and the word with any space inside it ("(aside) &", which
+    ``align.words_of`` joins as one word), walked along ``caption.shown``."""
+    shown, at, found = caption.shown, 0, []
+    for w in own:
+        start = at
+        while at < len(shown) and shown[at].isspace():
+            at += 1
+        begin, left = at, sum(not ch.isspace() for ch in w.word)
+        while left and at < len(shown):
+            left -= not shown[at].isspace()
+            at += 1
+        found.append((shown[start:begin], shown[begin:at]))
+    return found
 
 
 def words_by_caption(captions: list[Caption], words: list) -> list[list]:

@@ -154,12 +154,15 @@ def words_of(text: str) -> list[str]:
 
 def _pieces(token: str) -> list[str]:
     """A token cut into characters where its script writes no spaces; a combining mark or a
-    punctuation mark stays with the character before it."""
+    punctuation mark stays with the character before it, a currency sign with the number after
+    it ("了¥5。": "了", "¥5。")."""
     pieces: list[str] = []
     for char in token:
-        joins = unicodedata.category(char).startswith("M") or not char.isalnum()
-        starts = _unspaced(char) or (pieces and _unspaced(pieces[-1][-1]))
-        if pieces and (joins or not starts):
+        after_unspaced = bool(pieces) and _unspaced(pieces[-1][-1])
+        category = unicodedata.category(char)
+        joins = category.startswith("M") or not char.isalnum()
+        starts = _unspaced(char) or after_unspaced
+        if pieces and (joins or not starts) and not (category == "Sc" and after_unspaced):
             pieces[-1] += char
         else:
             pieces.append(char)

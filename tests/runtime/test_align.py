@@ -29,6 +29,7 @@ TWO_SENTENCES = "The train leaves in ten minutes. Please hurry to the second pla
         ("« Bonjour » dit-il.", ["«Bonjour»", "dit-il."]),  # lone marks join a word
         ("每天早上，我很好。", ["每", "天", "早", "上，", "我", "很", "好。"]),
         ("I paid $5 for 小明's book", ["I", "paid", "$5", "for", "小", "明's", "book"]),
+        ("花了¥5和$3。", ["花", "了", "¥5", "和", "$3。"]),  # a currency sign starts its number
         ("नमस्ते दुनिया", ["नमस्ते", "दुनिया"]),  # combining signs stay with their letters
         ("... ?", []),
     ],
@@ -409,6 +410,29 @@ def test_srt_word_captions_lose_no_word_and_time_none_unplaced():
         (0.1, 0.3, "Hello big"), (0.5, 0.8, "world."), (1.2, 1.5, "Bye now."), (2.0, 2.5, "Gone."),
         (3.1, 3.6, "1 000"), (3.6, 3.9, "times"),
     ]  # fmt: skip
+
+
+def test_word_captions_show_the_text_as_written_between_the_words():
+    """Chinese characters are not spaced apart, and a word holding a space ("(aside) &", one
+    word to ``words_of``) keeps it, in WebVTT's cue text (read back by webvtt-py) and SRT's."""
+    import html
+    import io
+
+    from omnivoice_rt import captions
+    from omnivoice_rt.align import Word, words_of
+
+    srt = pytest.importorskip("srt", reason="the srt parser (dev extra)")
+    webvtt = pytest.importorskip("webvtt", reason="webvtt-py (dev extra)")
+    said = [captions.Caption(0, 24000, 24000, "你好，世界。", speaker="小明"),
+            captions.Caption(24000, 48000, 24000, "an (aside) & more")]  # fmt: skip
+    words = [Word(w, 0.2 * k, 0.2 * k + 0.1) for k, w in enumerate(words_of("你好，世界。"))]
+    words += [Word("an", 1.1, 1.2), Word("(aside)&", None, None), Word("more", 1.6, 1.8)]
+    vtt = list(webvtt.from_buffer(io.StringIO(captions.write_words(said, words, "vtt"))))
+    # webvtt-py leaves the cue's character references as they are ("&amp;")
+    assert [html.unescape(c.text) for c in vtt] == ["你好，世界。", "an (aside) & more"]
+    assert vtt[0].voice == "小明"
+    cues = list(srt.parse(captions.write_words(said, words, "srt")))
+    assert [c.content for c in cues] == ["你", "好，", "世", "界。", "an (aside) &", "more"]
 
 
 def test_words_of_another_result_are_refused_by_the_caption_writer(spoken):
