@@ -191,8 +191,14 @@ def given_voices(lines, where: str, strict: bool = True) -> dict[str, str]:
                     "Ann=female or Ann=ann (a voice of the library)"
                 )
             continue
-        if voice.strip():
-            given[name.strip()] = voice.strip()
+        name, voice = name.strip(), voice.strip()
+        if voice and given.get(name, voice) != voice:
+            raise ScriptError(
+                f"{where} {number}: {name[:40]!r} is given two voices ({given[name][:40]!r} "
+                f"and {voice[:40]!r}); keep one"
+            )
+        if voice:
+            given[name] = voice
     return given
 
 

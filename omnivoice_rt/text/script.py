@@ -184,7 +184,10 @@ def _close(turns: list[Turn], speaker: str | None, lines: list[str], start: int)
 
 def _checked(turns: list[Turn]) -> list[Turn]:
     if not turns:
-        raise ScriptError("the script has nothing to say: write 'Name: what Name says' lines")
+        raise ScriptError(
+            "the script has nothing to say: write what each speaker says after its name, "
+            "'Ann: what Ann says' or '[voice:Ann] what Ann says'"
+        )
     speakers = speakers_of(turns)
     if len(speakers) > MAX_SPEAKERS:
         late = next(t for t in turns if t.speaker == speakers[MAX_SPEAKERS])

@@ -385,6 +385,11 @@ def test_given_voices_read_the_command_line_and_the_pages_table_alike():
     with pytest.raises(ScriptError, match="--speaker 1"):
         dialogue.given_voices(["=female"], "--speaker")
     assert dialogue.given_voices(["Bob", "Ann=x"], "speakers, line", strict=False) == {"Ann": "x"}
+    with pytest.raises(
+        ScriptError, match=r"--speaker 2: 'Ann' is given two voices \('x' and 'y'\)"
+    ):
+        dialogue.given_voices(["Ann=x", "Ann=y"], "--speaker")
+    assert dialogue.given_voices(["Ann=x", "Ann = x", "Ann="], "--speaker") == {"Ann": "x"}
 
 
 def test_the_command_line_speaks_a_script_with_its_speakers(fp32_artifacts, tmp_path):
