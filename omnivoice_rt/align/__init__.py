@@ -225,7 +225,7 @@ def align(
     engine = espeak.engine()
     voice = voice_for(language, text, engine)
     joiner = "" if all(map(_unspaced, words)) else " "
-    template = engine.speak(_readable(words, voice), voice, joiner=joiner)
+    template = engine.template(_readable(words, voice), voice, joiner)
     recording = features.log_mel(waveform, sample_rate)
     if len(recording) < 2 or not np.isfinite(template.starts).any():
         return unplaced(words)

@@ -13,6 +13,7 @@ own event serves, found by its place in the text (``text_position``, counted in 
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import ctypes.util
 import html
@@ -22,6 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 
 LOCK = threading.Lock()
+# the last templates made (``Espeak.template``), each at most this long: eSpeak carries a little
+# state from one synthesis to the next (its pitch flutter's phase, and more), which moves an
+# alignment's words by up to tens of milliseconds from call to call; a text aligned again reuses
+# its template, so identical requests get identical times (at most 8 x 30 s, about 21 MB)
+TEMPLATES_KEPT, TEMPLATE_KEPT_S = 8, 30.0
 EXTRA = "pip install 'omnivoice-onnx[align]' (eSpeak NG, GPL-3.0)"
 
 # speak_lib.h (API revision 12)
@@ -110,6 +116,8 @@ class Espeak:
         self._words: list[tuple[int, int]] = []  # (text_position, sample) of each word event
         self._callback = _CALLBACK(self._heard)  # kept: the library calls it
         lib.espeak_SetSynthCallback(self._callback)
+        self._kept: collections.OrderedDict = collections.OrderedDict()  # template's key -> it
+        self._keeping = threading.Lock()
 
     def _heard(self, wav, count, events) -> int:
         if wav and count > 0:
@@ -127,6 +135,24 @@ class Espeak:
     def has_voice(self, voice: str) -> bool:
         with LOCK:
             return self._lib.espeak_SetVoiceByName(voice.encode()) == 0
+
+    def template(self, words: list[str], voice: str, joiner: str = " ") -> Rendering:
+        """``speak(words, voice, joiner=joiner)``, the same (read-only) rendering again for the
+        same words while it is among the last ``TEMPLATES_KEPT`` made (``TEMPLATE_KEPT_S`` long
+        at most)."""
+        key = (tuple(words), voice, joiner)
+        with self._keeping:
+            if key in self._kept:
+                self._kept.move_to_end(key)
+                return self._kept[key]
+        made = self.speak(words, voice, joiner=joiner)
+        made.samples.flags.writeable = made.starts.flags.writeable = False
+        if made.samples.size <= TEMPLATE_KEPT_S * self.sample_rate:
+            with self._keeping:
+                self._kept[key] = made
+                while len(self._kept) > TEMPLATES_KEPT:
+                    self._kept.popitem(last=False)
+        return made
 
     def speak(
         self,
