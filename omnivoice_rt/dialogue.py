@@ -219,8 +219,9 @@ def check_speakers(turns: list[Turn], speakers: dict) -> None:
             known = ", ".join(sorted(speakers)) or "none"
             raise ScriptError(
                 f"line {turn.line}: no voice for speaker {turn.speaker!r}; the voices are "
-                f"{known}: save a voice of that name in the library, or (on the command line "
-                "and the page) give it one: a voice of the library, a design or a reference"
+                f"{known}: give {turn.speaker!r} one (--speaker {turn.speaker}=VOICE, the "
+                "page's speakers table, 'speakers' in an OpenAI body) or save a voice of that "
+                "name in the library"
             )
 
 

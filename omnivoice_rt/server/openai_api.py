@@ -46,7 +46,7 @@ from omnivoice_rt.audio.formats import (
 )
 from omnivoice_rt.dialogue import TURN_PAUSE_S, Script
 from omnivoice_rt.errors import Cancelled
-from omnivoice_rt.limits import BODY_TIMEOUT_S, MAX_TEXT_CHARS, SEND_TIMEOUT_S
+from omnivoice_rt.limits import BODY_TIMEOUT_S, MAX_SPEAKERS, MAX_TEXT_CHARS, SEND_TIMEOUT_S
 from omnivoice_rt.request import (
     DOOR_NORMALIZE_TEXT,
     DOOR_PRESET,
@@ -191,10 +191,11 @@ class OpenAIDoor:
             # check: a language given (of any type) replaces the voice's
             **door_fields(body),
         }
+        speakers = _speakers(body, script)
         normalizer = self.service.normalizer(should_stop)
         try:  # each option checked once, by the request, which names the option it refuses
             if script:
-                synthesis = self._script(body, options, preset, normalizer)
+                synthesis = self._script(body, options, preset, normalizer, speakers)
             else:
                 synthesis = SynthesisRequest.from_options(options, preset, normalizer=normalizer)
         except OptionError as exc:
@@ -231,15 +232,22 @@ class OpenAIDoor:
         except ValueError as exc:
             raise ApiError(400, str(exc), param="voice") from exc
 
-    def _script(self, body: dict, options: dict, preset: str, normalizer) -> Script:
+    def _script(
+        self, body: dict, options: dict, preset: str, normalizer, given: dict[str, str]
+    ) -> Script:
         """The body's ``input`` as a dialogue script: "Name:" lines with ``"script": true``,
-        ``[voice:NAME]`` tags always; each name a voice of the library, the body's ``voice``
-        the default speaker's; ``turn_pause`` seconds between turns."""
+        ``[voice:NAME]`` tags always; each name the voice ``speakers`` gives it (a voice of the
+        library or a design), else the library's of that name, the body's ``voice`` the
+        default speaker's; ``turn_pause`` seconds between turns."""
         pause = body.get("turn_pause", TURN_PAUSE_S)  # checked by prepare, named if refused
+        try:
+            speakers = dialogue.library_speakers(self.library, given)
+        except ScriptError as exc:
+            raise ApiError(400, f"{exc}.", param="speakers") from exc
         return dialogue.prepare(
             options["text"],
             {k: v for k, v in options.items() if k != "text"},
-            dialogue.library_speakers(self.library),
+            speakers,
             named_lines=optional(body, "script", bool) or False,
             turn_pause=pause,
             limit=MAX_TEXT_CHARS,
@@ -609,6 +617,38 @@ async def read_json(request: Request, json_only: bool = False):
         raise ApiError(400, "The body is not valid JSON here: it is nested too deeply.") from None
     except ValueError as exc:
         raise ApiError(400, f"The body is not valid JSON: {exc}.") from exc
+
+
+def _speakers(body: dict, script: bool) -> dict[str, str]:
+    """The body's ``speakers`` (beyond OpenAI's): each speaker's name -> its voice (a voice of
+    the library, or a voice design such as "female, low pitch"), checked as an object of
+    strings, at most ``MAX_SPEAKERS``, and only with a ``script``."""
+    given = body.get("speakers")
+    if given is None:
+        return {}
+    if not script:
+        raise ApiError(
+            400,
+            "'speakers' gives a script's voices: send 'script': true with 'Name: text' lines, "
+            "or [voice:NAME] tags in 'input'.",
+            param="speakers",
+        )
+    if not isinstance(given, dict) or not all(
+        isinstance(name, str) and isinstance(voice, str) for name, voice in given.items()
+    ):
+        raise ApiError(
+            400,
+            "'speakers' must map each speaker's name to a voice (of the library, or a design): "
+            '{"María": "female, low pitch", "Bob": "echo"}.',
+            param="speakers",
+        )
+    if len(given) > MAX_SPEAKERS:
+        raise ApiError(
+            400,
+            f"'speakers' names {len(given)} speakers; a script has at most {MAX_SPEAKERS}.",
+            param="speakers",
+        )
+    return {name.strip(): voice.strip() for name, voice in given.items()}
 
 
 def _words_asked(body: dict) -> bool:

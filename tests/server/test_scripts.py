@@ -68,6 +68,32 @@ def test_voice_tags_make_a_script_and_name_lines_need_asking(app_server, int4_vo
     assert plain["captions"][0]["written"] == "Note: the gate closes."
 
 
+def test_the_body_speakers_give_names_outside_the_library_a_voice(app_server):
+    """``speakers`` (beyond OpenAI's) gives a script's names their voices, as the page's table
+    does: "María" (no library voice can be named so) speaks as the library's echo, exactly as
+    a turn of echo's; "Alloy:" is the library's alloy (a name in any case); and the body's
+    refusals name ``speakers``."""
+    said = speech(
+        app_server, input="María: Hi.\nAlloy: Hello.", script=True, captions=True,
+        speakers={"María": "echo"},
+    )  # fmt: skip
+    assert said.status_code == 200, said.text
+    named = speech(app_server, input="echo: Hi.\nalloy: Hello.", script=True, captions=True)
+    assert said.json()["audio"] == named.json()["audio"]
+    assert [c["speaker"] for c in said.json()["captions"]] == ["María", "Alloy"]
+    for fields, words in [
+        ({"speakers": {"María": "echo"}, "script": False, "input": "Hi."}, "script's voices"),
+        ({"speakers": ["María=echo"]}, "must map each speaker's name"),
+        ({"speakers": {f"S{n}": "echo" for n in range(17)}}, "at most 16"),
+        ({"speakers": {"María": "lute, shrill"}}, "neither a voice of the library"),
+        ({"speakers": {"../x": "echo"}}, "is no speaker's name"),
+    ]:
+        answer = speech(app_server, **{"input": "María: Hi.", "script": True, **fields})
+        assert answer.status_code == 400, answer.text
+        error = answer.json()["error"]
+        assert error["param"] == "speakers" and words in error["message"], error
+
+
 @pytest.mark.parametrize(
     "fields, words",
     [
