@@ -165,6 +165,32 @@ class AacFile:
             self._container.mux(packet)
 
 
+def decoded(path, rate: int, max_seconds: float) -> np.ndarray:
+    """A file libsndfile cannot read (AAC, M4A...) decoded by FFmpeg through PyAV: its first
+    audio stream, mono float32 at ``rate``; ``ValueError`` where it is not audio FFmpeg reads,
+    PyAV is missing, or it runs past ``max_seconds`` (decoding stops there)."""
+    try:
+        import av
+    except ImportError:
+        raise ValueError(f"{path}: not audio libsndfile reads, and PyAV is not installed") from None
+    limit, parts, count = int(max_seconds * rate), [], 0
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.audio:
+                raise ValueError(f"{path}: no audio in it")
+            resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
+            for frame in container.decode(container.streams.audio[0]):
+                for out in resampler.resample(frame):
+                    parts.append(out.to_ndarray().reshape(-1))
+                    count += parts[-1].size
+                if count > limit:
+                    raise ValueError(f"{path}: longer than {max_seconds:.0f} s")
+            parts += [out.to_ndarray().reshape(-1) for out in resampler.resample(None)]
+    except av.FFmpegError as exc:
+        raise ValueError(f"{path}: not audio this can read ({exc})") from None
+    return np.concatenate(parts).astype(np.float32) if parts else np.zeros(0, np.float32)
+
+
 def pcm16(waveform: np.ndarray) -> np.ndarray:
     """16-bit samples of a float waveform in [-1, 1], as made: never rescaled."""
     return np.round(np.clip(waveform, -1.0, 1.0) * 32767).astype(np.int16)

@@ -303,6 +303,7 @@ def cmd_align(args) -> int:
     import soundfile as sf
 
     from omnivoice_rt.align import AlignError, align, features, load_aligner, words_of
+    from omnivoice_rt.audio.formats import decoded
     from omnivoice_rt.audio.ops import load_audio
     from omnivoice_rt.limits import MAX_ALIGN_S, MAX_SCRIPT_CHARS
     from omnivoice_rt.text.languages import resolve_language
@@ -314,16 +315,25 @@ def cmd_align(args) -> int:
     _writable(args.output, "--output")
     if not Path(args.audio).is_file():
         raise ValueError(f"--audio {args.audio}: no such file")
+
+    def too_long(length: str) -> AlignError:
+        return AlignError(
+            f"{args.audio} is {length}; one alignment takes at most {MAX_ALIGN_S:.0f} s: cut it "
+            "into parts (a paragraph at a time) and align each with its text"
+        )
+
     try:
         seconds = sf.info(args.audio).duration
-    except RuntimeError as exc:
-        raise ValueError(f"{args.audio}: not audio this can read ({exc})") from None
-    if seconds > MAX_ALIGN_S:
-        raise AlignError(
-            f"{args.audio} is {seconds:.0f} s; one alignment takes at most {MAX_ALIGN_S:.0f} s: "
-            "cut it into parts (a paragraph at a time) and align each with its text"
-        )
-    waveform = load_audio(args.audio, features.RATE, MAX_ALIGN_S + 1)[0]  # the aligner's rate
+    except RuntimeError:  # not libsndfile's: AAC, M4A... through FFmpeg
+        try:
+            waveform = decoded(args.audio, features.RATE, MAX_ALIGN_S)
+        except ValueError as exc:
+            raise (too_long("longer") if "longer than" in str(exc) else exc) from None
+        seconds = waveform.size / features.RATE
+    else:
+        if seconds > MAX_ALIGN_S:
+            raise too_long(f"{seconds:.0f} s")
+        waveform = load_audio(args.audio, features.RATE, MAX_ALIGN_S + 1)[0]  # the aligner's rate
     words = align(waveform, features.RATE, text, language, load_aligner(args.align_model))
     document = json.dumps({"words": [w.as_dict() for w in words]}, ensure_ascii=False, indent=1)
     if args.output:

@@ -342,6 +342,28 @@ def test_the_align_tool_writes_every_word_with_its_times(tmp_path):
     assert_close([w["start"] for w in document["words"]], [w.start for w in library])
 
 
+def test_the_align_tool_reads_the_aac_the_product_writes(tmp_path):
+    """An AAC (ADTS) file, as ``--format aac`` and the OpenAI door write it, is decoded by FFmpeg
+    through PyAV (libsndfile reads no AAC): every word placed, most of them AAC's 1024 priming
+    samples (46 ms at 22.05 kHz) later than in the wav, within a frame or two."""
+    from omnivoice_rt.audio.formats import AudioWriter
+
+    pytest.importorskip("av", reason="PyAV (the server extra)")
+    words = words_of(TWO_SENTENCES)
+    spoken = espeak.engine().speak(words, "en+f3", pitch=70)
+    writer = AudioWriter("aac", spoken.sample_rate, False)
+    data = writer.write(spoken.samples) + writer.close()
+    (tmp_path / "speech.aac").write_bytes(data)
+    done = cli("--audio", str(tmp_path / "speech.aac"), "--text", TWO_SENTENCES)
+    assert done.returncode == 0, done.stderr
+    starts = [w["start"] for w in json.loads(done.stdout)["words"]]
+    library = align(spoken.samples, spoken.sample_rate, TWO_SENTENCES)
+    assert None not in starts
+    late = np.array(starts) - np.array([w.start for w in library])
+    assert abs(np.median(late) - 1024 / spoken.sample_rate) <= 0.015, late
+    assert np.all(np.abs(late) <= 0.08), late  # the first word: at 0 in both
+
+
 def test_the_align_tool_refuses_bad_input_in_one_line(tmp_path):
     sf.write(tmp_path / "long.wav", np.zeros(int((MAX_ALIGN_S + 5) * 8_000)), 8_000)
     (tmp_path / "not.wav").write_text("not audio")
