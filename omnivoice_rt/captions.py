@@ -127,7 +127,7 @@ def write_words(captions: list[Caption], words: list, kind: str) -> str:
             text = "".join(
                 space + (f"<{_seconds(w.start, '.')}>" if w.start is not None else "")
                 + _vtt_text(shown)
-                for w, (space, shown) in zip(own, _as_shown(c, own), strict=True)
+                for w, (space, shown) in zip(own, as_shown(c, own), strict=True)
             )  # fmt: skip
             cues.append(
                 f"{n}\n{_clock(c.start_sample, c.sample_rate, '.')} --> "
@@ -145,7 +145,7 @@ def _word_cues(captions: list[Caption], words: list) -> list[tuple[float, float,
     caption with no word)."""
     cues: list[tuple[float, float, str]] = []
     for c, own in zip(captions, words_by_caption(captions, words), strict=True):
-        shown = _as_shown(c, own)
+        shown = as_shown(c, own)
         placed = [k for k, w in enumerate(own) if w.start is not None]
         if not placed:
             cues += [(c.start, c.end, _joined(shown))] if own else []
@@ -160,11 +160,11 @@ def _word_cues(captions: list[Caption], words: list) -> list[tuple[float, float,
 
 
 def _joined(shown: list[tuple[str, str]]) -> str:
-    """Words as :func:`_as_shown` gives them, joined as the caption shows them."""
+    """Words as :func:`as_shown` gives them, joined as the caption shows them."""
     return "".join(space + word for space, word in shown).strip()
 
 
-def _as_shown(caption: Caption, own: list) -> list[tuple[str, str]]:
+def as_shown(caption: Caption, own: list) -> list[tuple[str, str]]:
     """Each of a caption's words as its text shows it: the space before it ("" between two
     Chinese characters) and the word with any space inside it ("(aside) &", which
     ``align.words_of`` joins as one word), walked along ``caption.shown``."""

@@ -121,3 +121,19 @@ def test_an_option_added_to_an_endpoint_reaches_the_request(handlers, monkeypatc
     assert request.options()["t_shift"] == 0.3
     with pytest.raises(gr.Error, match="t_shift must be"):  # and checked as every option is
         page_request({**fields, "t_shift": -1.0}, handlers.service)
+
+
+def test_the_result_lines_show_each_caption_as_written_around_its_word_spans():
+    """Under the player, a caption's words are spans in its own text: Chinese characters side
+    by side, a word holding a space ("(aside) &") whole, unplaced words without a time."""
+    from omnivoice_rt import captions
+    from omnivoice_rt.align import Word
+    from omnivoice_rt.server.page.shared import caption_lines
+
+    said = [captions.Caption(0, 24000, 24000, "你好。", speaker="小明"),
+            captions.Caption(24000, 48000, 24000, "an (aside) & more")]  # fmt: skip
+    words = [Word("你", 0.0, 0.2), Word("好。", 0.2, 0.5), Word("an", 1.0, 1.2),
+             Word("(aside)&", None, None), Word("more", 1.5, 1.9)]  # fmt: skip
+    first, second = caption_lines(said, words).splitlines()
+    assert '0.000-0.200 s">你</span><span class="word" title="0.200-0.500 s">好。</span>' in first
+    assert '1.200 s">an</span> <span class="word">(aside) &amp;</span> <span' in second

@@ -421,17 +421,23 @@ def caption_lines(placed: list[captions.Caption], words: list | None = None) -> 
     own = captions.words_by_caption(placed, words) if words is not None else [None] * len(placed)
     lines = []
     for c, mine in zip(placed, own, strict=True):
-        said = escaped(c.shown) if mine is None else " ".join(map(word_span, mine))
+        if mine is None:
+            said = escaped(c.shown)
+        else:  # as the caption shows them: "你好" not spaced apart
+            shown = captions.as_shown(c, mine)
+            spans = zip(mine, shown, strict=True)
+            said = "".join(space + word_span(w, text) for w, (space, text) in spans)
         speaker = escaped(f"{c.speaker}: ") if c.speaker else ""
         lines.append(f"`{clock(c.start)}-{clock(c.end)}` {speaker}{said}  ")
     return "\n".join(lines)
 
 
-def word_span(word) -> str:
-    """A word of the lines: its text, and where it is spoken, "start-end s" in its title (shown on
-    hover, read by the highlighting; the Markdown's sanitizer keeps a title, not a data-
-    attribute); no title where it was not found."""
-    text = html.escape(word.word)
+def word_span(word, shown: str | None = None) -> str:
+    """A word of the lines: its text (``shown``: as its caption shows it), and where it is
+    spoken, "start-end s" in its title (shown on hover, read by the highlighting; the
+    Markdown's sanitizer keeps a title, not a data-attribute); no title where it was not
+    found."""
+    text = html.escape(word.word if shown is None else shown)
     if word.start is None:
         return f'<span class="word">{text}</span>'
     return f'<span class="word" title="{word.start:.3f}-{word.end:.3f} s">{text}</span>'
