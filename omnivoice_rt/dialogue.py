@@ -24,7 +24,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from omnivoice_rt.audio.formats import Resampler
-from omnivoice_rt.limits import MAX_SCRIPT_CHARS, MAX_SPEAKER_CHARS, MAX_TURN_PAUSE_S
+from omnivoice_rt.limits import (
+    MAX_SCRIPT_CHARS,
+    MAX_SPEAKER_CHARS,
+    MAX_SPEAKERS,
+    MAX_TURN_PAUSE_S,
+)
 from omnivoice_rt.request import OPTIONS, OptionError, Request
 from omnivoice_rt.speakers import encode_voices, merged_voices, without_reference
 from omnivoice_rt.speech import Speech
@@ -152,26 +157,51 @@ def speak(voice, made: Script, progress=None, should_stop=None) -> Speech:
 
 def library_speakers(library, given: dict[str, str] | None = None) -> dict[str, dict]:
     """A ``speakers`` table: every voice of ``library`` (a ``VoiceLibrary``) by its name, and
-    each ``given`` name's voice on top: a voice of the library, else a voice design's items
-    ("female, low pitch")."""
+    each ``given`` name's voice on top (:func:`given_voice`)."""
     table = {entry.name: library.options(entry.name) for entry in library.entries()}
     for name, voice in (given or {}).items():
-        if not script.is_name(name):
-            raise ScriptError(
-                f"{name[:40]!r} is no speaker's name: 1 to {MAX_SPEAKER_CHARS} letters, digits, "
-                "spaces, '.', '_', \"'\" or '-', a letter first"
-            )
-        try:
-            table[name] = library.options(voice)
-        except ValueError:
-            try:
-                table[name] = {"instruct": resolve_instruct(voice)}
-            except ValueError as exc:
-                raise ScriptError(
-                    f"speaker {name!r}: {voice[:60]!r} is neither a voice of the library "
-                    f"({', '.join(library.names())}) nor a voice design ({exc})"
-                ) from exc
+        table[name] = given_voice(library, name, voice)
     return table
+
+
+def given_voice(library, name: str, voice: str) -> dict:
+    """The options of the voice given to speaker ``name``: a voice of the library, else a voice
+    design's items ("female, low pitch"); a ``ScriptError`` naming the speaker otherwise."""
+    if not script.is_name(name):
+        raise ScriptError(
+            f"{name[:40]!r} is no speaker's name: 1 to {MAX_SPEAKER_CHARS} letters, digits, "
+            "spaces, '.', '_', \"'\" or '-', a letter first"
+        )
+    try:
+        return library.options(voice)
+    except ValueError:
+        try:
+            return {"instruct": resolve_instruct(voice)}
+        except ValueError as exc:
+            raise ScriptError(
+                f"speaker {name!r}: {voice[:60]!r} is neither a voice of the library "
+                f"({', '.join(library.names())}) nor a voice design ({exc})"
+            ) from exc
+
+
+def checked_speakers(given) -> dict[str, str]:
+    """A door's speakers (a JSON object: each speaker's name -> its voice, a voice of the
+    library or a design), checked as strings, at most ``MAX_SPEAKERS``; None: none. A
+    ``ScriptError`` saying what to send (the voices themselves: :func:`given_voice`)."""
+    if given is None:
+        return {}
+    if not isinstance(given, dict) or not all(
+        isinstance(name, str) and isinstance(voice, str) for name, voice in given.items()
+    ):
+        raise ScriptError(
+            "'speakers' must map each speaker's name to a voice (of the library, or a design): "
+            '{"María": "female, low pitch", "Bob": "echo"}'
+        )
+    if len(given) > MAX_SPEAKERS:
+        raise ScriptError(
+            f"'speakers' names {len(given)} speakers; a script has at most {MAX_SPEAKERS}"
+        )
+    return {name.strip(): voice.strip() for name, voice in given.items()}
 
 
 def given_voices(lines, where: str, strict: bool = True) -> dict[str, str]:

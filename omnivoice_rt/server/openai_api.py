@@ -46,7 +46,7 @@ from omnivoice_rt.audio.formats import (
 )
 from omnivoice_rt.dialogue import TURN_PAUSE_S, Script
 from omnivoice_rt.errors import Cancelled
-from omnivoice_rt.limits import BODY_TIMEOUT_S, MAX_SPEAKERS, MAX_TEXT_CHARS, SEND_TIMEOUT_S
+from omnivoice_rt.limits import BODY_TIMEOUT_S, MAX_TEXT_CHARS, SEND_TIMEOUT_S
 from omnivoice_rt.request import (
     DOOR_NORMALIZE_TEXT,
     DOOR_PRESET,
@@ -620,35 +620,19 @@ async def read_json(request: Request, json_only: bool = False):
 
 
 def _speakers(body: dict, script: bool) -> dict[str, str]:
-    """The body's ``speakers`` (beyond OpenAI's): each speaker's name -> its voice (a voice of
-    the library, or a voice design such as "female, low pitch"), checked as an object of
-    strings, at most ``MAX_SPEAKERS``, and only with a ``script``."""
-    given = body.get("speakers")
-    if given is None:
-        return {}
-    if not script:
+    """The body's ``speakers`` (beyond OpenAI's): each speaker's name -> its voice, checked
+    (``dialogue.checked_speakers``), and only with a ``script``."""
+    if body.get("speakers") is not None and not script:
         raise ApiError(
             400,
             "'speakers' gives a script's voices: send 'script': true with 'Name: text' lines, "
             "or [voice:NAME] tags in 'input'.",
             param="speakers",
         )
-    if not isinstance(given, dict) or not all(
-        isinstance(name, str) and isinstance(voice, str) for name, voice in given.items()
-    ):
-        raise ApiError(
-            400,
-            "'speakers' must map each speaker's name to a voice (of the library, or a design): "
-            '{"María": "female, low pitch", "Bob": "echo"}.',
-            param="speakers",
-        )
-    if len(given) > MAX_SPEAKERS:
-        raise ApiError(
-            400,
-            f"'speakers' names {len(given)} speakers; a script has at most {MAX_SPEAKERS}.",
-            param="speakers",
-        )
-    return {name.strip(): voice.strip() for name, voice in given.items()}
+    try:
+        return dialogue.checked_speakers(body.get("speakers"))
+    except ScriptError as exc:
+        raise ApiError(400, f"{exc}.", param="speakers") from exc
 
 
 def _words_asked(body: dict) -> bool:

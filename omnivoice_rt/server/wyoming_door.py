@@ -413,12 +413,14 @@ class Connection(AsyncEventHandler):
                 return
             voice, options, pause = self.voice(data), options_of(data), turn_pause_of(data)
             script = data.get("script") is True  # "Name:" lines; [voice:NAME] tags always
-            await self.speak(text_of(data), voice, options, script, turn_pause=pause)
+            given = speakers_of(data)
+            await self.speak(text_of(data), voice, options, script, turn_pause=pause, given=given)
         elif SynthesizeStart.is_type(event.type):
             self.stream = None  # a start inside a stream begins a new one
             voice, options, pause = self.voice(data), options_of(data), turn_pause_of(data)
             self.stream = {
                 "voices": {None: voice},  # each speaker's, a voice kept from its first sentence
+                "given": speakers_of(data),  # the voices the start gives its speakers by name
                 "options": options,
                 "reader": TurnReader(named_lines=data.get("script") is True),
                 "script": data.get("script") is True,
@@ -506,8 +508,14 @@ class Connection(AsyncEventHandler):
             if end:
                 voice, options = stream["voices"][None], stream["options"]
                 pause = stream["turn_pause"]
+                given = stream["given"]
                 await self.speak(
-                    stream["document"], voice, options, stream["script"], turn_pause=pause
+                    stream["document"],
+                    voice,
+                    options,
+                    stream["script"],
+                    turn_pause=pause,
+                    given=given,
                 )
             return
         try:
@@ -531,7 +539,7 @@ class Connection(AsyncEventHandler):
         voices = stream["voices"]
         if turn.speaker not in voices:
             try:
-                mine = dialogue.library_voice(self.door.library, turn.speaker)
+                mine = self.speaker_voice(stream["given"], turn.speaker)
             except ValueError as exc:
                 self.stream = None
                 raise WyomingError(
@@ -550,6 +558,14 @@ class Connection(AsyncEventHandler):
         if stream["said_any"]:  # every turn but the first, as dialogue.stream's
             stream["pause"] = stream["turn_pause"]
         stream["speaker"] = turn.speaker
+
+    def speaker_voice(self, given: dict, name: str) -> dict:
+        """A stream's speaker's voice: the one its start gives that name (any case), else the
+        library's voice of that name; ``ValueError`` where neither is."""
+        key = dialogue.speaker_key(given, name)
+        if key is not None:
+            return dialogue.given_voice(self.door.library, name, given[key])
+        return dialogue.library_voice(self.door.library, name)
 
     async def speak_told(self, stream: dict, sentence: str) -> None:
         """One sentence of a stream; where it cannot be spoken (no letters, the line full, its
@@ -592,14 +608,16 @@ class Connection(AsyncEventHandler):
         script: bool | None = False,
         lead: float = 0.0,
         turn_pause: float = TURN_PAUSE_S,
+        given: dict | None = None,
     ):
         """audio-start, ``lead`` seconds of silence, the audio as it is made, audio-stop; returns
         the first piece. A dialogue script (``script``: "Name:" lines, or ``[voice:NAME]`` tags;
         None: never a script) speaks each name in the library's voice of that name, ``voice``
-        the default speaker's, a turn a piece, ``turn_pause`` seconds between turns."""
+        the default speaker's (``given``: the voices the event gives speakers by name), a turn
+        a piece, ``turn_pause`` seconds between turns."""
         reader = self.door.service.normalizer(self.stopped.is_set)
         if script or script is not None and has_tags(text):
-            made = (text, voice, options, script, turn_pause, reader)
+            made = (text, voice, options, script, turn_pause, reader, given)
             request = await self.in_thread(self.script, *made)
         else:
             request = await self.in_thread(build_request, text, voice, options, reader)
@@ -647,13 +665,13 @@ class Connection(AsyncEventHandler):
         return first
 
     def script(
-        self, text: str, voice: dict, options: dict, named_lines: bool, pause: float, reader
+        self, text: str, voice: dict, options: dict, named_lines: bool, pause: float, reader, given
     ):
         """The checked script (a ``ScriptError`` is a bad-request event naming its line)."""
         return dialogue.prepare(
             text,
             {"normalize_text": DOOR_NORMALIZE_TEXT, **voice, **options},
-            dialogue.library_speakers(self.door.library),
+            dialogue.library_speakers(self.door.library, given),
             named_lines,
             pause,
             request_of=lambda turn: Request.from_options(turn, DOOR_PRESET, normalizer=reader),
@@ -719,6 +737,15 @@ def options_of(data: dict) -> dict:
         raise WyomingError("bad-event", f"{exc}.") from None
     seed = options.get("seed")
     return {**options, "seed": resolve_seed(seed, seed is None)}
+
+
+def speakers_of(data: dict) -> dict[str, str]:
+    """The voices the event's data gives a script's speakers by name (``"speakers": {"María":
+    "female"}``: a voice of the library or a design), checked."""
+    try:
+        return dialogue.checked_speakers(data.get("speakers"))
+    except ValueError as exc:
+        raise WyomingError("bad-event", f"{exc}.") from None
 
 
 def turn_pause_of(data: dict) -> float:

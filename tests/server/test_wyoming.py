@@ -218,6 +218,27 @@ def test_a_streamed_script_keeps_each_speakers_voice_across_the_stream(server, r
     assert len(audios(plain)) == 1 and plain[-1].type == "synthesize-stopped"  # no script
 
 
+def test_the_events_speakers_give_names_their_voices_whole_or_streamed(server, runtime):
+    """``"speakers"`` in a synthesize's or a stream's start's data gives a script's names their
+    voices (a library voice or a design), as the OpenAI body's does: "María" speaks as echo,
+    "Alloy" (any case) as alloy, exactly as their own named turns; a bad table is a bad-event."""
+    _, port, _ = server
+    text = "alloy: Good morning.\necho: Morning!"
+    _, named = speak(port, text, 7, script=True, num_step=4)
+    given = {"speakers": {"María": "echo"}, "script": True, "num_step": 4}
+    _, mapped = speak(port, "Alloy: Good morning.\nMaría: Morning!", 7, **given)
+    np.testing.assert_array_equal(mapped, named)
+    chunks = ["Alloy: Good morning.\nMar", "ía: Morning!"]
+    streamed = asyncio.run(stream_events(port, {**given, "seed": 7}, chunks))
+    plain = asyncio.run(stream_events(port, {"script": True, "seed": 7, "num_step": 4},
+                                      ["alloy: Good morning.\necho: Morning!"]))  # fmt: skip
+    assert [len(a) for a in audios(streamed)] == [len(a) for a in audios(plain)] != []
+    for first, second in zip(audios(streamed), audios(plain), strict=True):
+        np.testing.assert_array_equal(first, second)
+    types, _ = speak(port, text, 7, script=True, speakers=["María=echo"])
+    assert types == ["error"]
+
+
 async def failed_stream_then(port: int, document: str, text: str) -> list[Event]:
     """A stream whose document cannot be spoken, then a synthesize on the same connection: the
     answers up to that synthesize's audio-stop (or an error after the first)."""
