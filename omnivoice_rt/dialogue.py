@@ -35,7 +35,7 @@ from omnivoice_rt.speakers import encode_voices, merged_voices, without_referenc
 from omnivoice_rt.speech import Speech
 from omnivoice_rt.text import script
 from omnivoice_rt.text.instructs import resolve_instruct
-from omnivoice_rt.text.script import ScriptError, Turn
+from omnivoice_rt.text.script import NAME_RULE, ScriptError, Turn
 
 TURN_PAUSE_S = 0.4  # silence between two turns, by default
 
@@ -160,6 +160,8 @@ def library_speakers(library, given: dict[str, str] | None = None) -> dict[str, 
     each ``given`` name's voice on top (:func:`given_voice`)."""
     table = {entry.name: library.options(entry.name) for entry in library.entries()}
     for name, voice in (given or {}).items():
+        for known in [k for k in table if k.casefold() == name.casefold()]:
+            del table[known]  # a name given a voice is that voice in any case ("Echo", "echo")
         table[name] = given_voice(library, name, voice)
     return table
 
@@ -201,7 +203,11 @@ def checked_speakers(given) -> dict[str, str]:
         raise ScriptError(
             f"'speakers' names {len(given)} speakers; a script has at most {MAX_SPEAKERS}"
         )
-    return {name.strip(): voice.strip() for name, voice in given.items()}
+    for name in given:
+        if not script.is_name(name.strip()):
+            raise ScriptError(f"{name[:40]!r} in 'speakers' is no speaker's name; {NAME_RULE}")
+    lines = [f"{name.strip()}={voice}" for name, voice in given.items()]
+    return given_voices(lines, "'speakers', entry")  # "Ann": "" is the library's Ann
 
 
 def given_voices(lines, where: str, strict: bool = True) -> dict[str, str]:

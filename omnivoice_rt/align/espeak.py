@@ -139,20 +139,19 @@ class Espeak:
     def template(self, words: list[str], voice: str, joiner: str = " ") -> Rendering:
         """``speak(words, voice, joiner=joiner)``, the same (read-only) rendering again for the
         same words while it is among the last ``TEMPLATES_KEPT`` made (``TEMPLATE_KEPT_S`` long
-        at most)."""
+        at most: a longer one, as the align tool's up to 120 s, is made anew each time)."""
         key = (tuple(words), voice, joiner)
-        with self._keeping:
+        with self._keeping:  # made under it: two threads asking at once get one rendering
             if key in self._kept:
                 self._kept.move_to_end(key)
                 return self._kept[key]
-        made = self.speak(words, voice, joiner=joiner)
-        made.samples.flags.writeable = made.starts.flags.writeable = False
-        if made.samples.size <= TEMPLATE_KEPT_S * self.sample_rate:
-            with self._keeping:
+            made = self.speak(words, voice, joiner=joiner)  # eSpeak is one at a time anyway
+            made.samples.flags.writeable = made.starts.flags.writeable = False
+            if made.samples.size <= TEMPLATE_KEPT_S * self.sample_rate:
                 self._kept[key] = made
                 while len(self._kept) > TEMPLATES_KEPT:
                     self._kept.popitem(last=False)
-        return made
+            return made
 
     def speak(
         self,

@@ -109,12 +109,16 @@ MAX_PIECE_CHARS = 200
 _SENTENCE_CUT = re.compile(r"(?<=[.!?]) (?=[A-Z])|(?<=[。！？；])(?=[^\s”’」』）)\]])")
 _HAN_CUT = re.compile(r"(?<=[\u4e00-\u9fff])(?=[\u4e00-\u9fff])")
 # a number's thousands written apart ("1 000", "12 500 000"; a space, no-break space or narrow
-# no-break space between groups of three, with no other digit, decimal point or "+" next to
-# the run: "555 123 4567" stays as it is): joined before reading, where upstream read "1 000" "one oh oh zero" (English), "un
-# zéro" (French); False: upstream's reading
+# no-break space between groups of three): joined before reading, where upstream read "1 000"
+# "one oh oh zero" (English), "un zéro" (French). Not where another digit, a decimal point or
+# "+" touches the run, or a spaced digit follows it ("555 123 4567", "+33 612 345 678"), or its
+# first group starts with 0 ("030 123 456"). Groups of three may still be apart on purpose ("912
+# 345 678", a Spanish phone number; "pages 100 200 300"): such a run is read as one number.
+# False: upstream's reading
 JOIN_DIGIT_GROUPS = True
 _DIGIT_GROUPS = re.compile(
-    r"(?<![\d.,+])(?<![\d.,+][ \u00a0\u202f])\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?![\d]|[ \u00a0\u202f]\d)"
+    r"(?<![\d.,+])(?<![\d+][ \u00a0\u202f])(?!0)\d{1,3}(?:[ \u00a0\u202f]\d{3})+"
+    r"(?![\d]|[ \u00a0\u202f]\d)"
 )
 _GROUP_SPACE = re.compile(r"[ \u00a0\u202f]")
 

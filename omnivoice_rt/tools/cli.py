@@ -79,6 +79,10 @@ def _writable(path, flag: str) -> None:
             f"{flag} {path}: the folder {target.parent} does not exist; create it or write "
             "elsewhere"
         )
+    if not os.access(target.parent, os.W_OK) or (
+        target.exists() and not os.access(target, os.W_OK)
+    ):
+        raise ValueError(f"{flag} {path}: not writable here; write elsewhere")
 
 
 def _check_output(args) -> None:
@@ -216,9 +220,9 @@ def cmd_dub(args) -> int:
                 f"{flag} {path} is the subtitle file being dubbed; write the result elsewhere"
             )
     kind = captions.format_of(captions_path)
+    _check_output(args)  # --output first: the others' default paths are beside it
     _writable(captions_path, "--captions")
     _writable(report_path, "--report")
-    _check_output(args)
     options = {name: getattr(args, name) for name in OPTIONS if hasattr(args, name)}
     options = {name: value for name, value in options.items() if value is not None}
     library, speakers = None, None

@@ -444,12 +444,18 @@ def test_the_command_line_refuses_a_file_it_cannot_write_before_any_work(tmp_pat
     missing = f"{nowhere.parent} does not exist; create it or write elsewhere"
     model = ["synthesize", "--model-dir", str(tmp_path / "no-model"), "--text", "Hi."]
     out = ["--output", str(tmp_path / "a.wav")]
+    film = tmp_path / "film.srt"  # dub: --output named, not the captions beside it
+    film.write_text("1\n00:00:00,000 --> 00:00:01,000\nHi.\n", encoding="utf-8")
     cases = [
         ([*model, "--output", f"{nowhere}.wav"], f"--output {nowhere}.wav: the folder {missing}"),
         ([*model, "--output", f"{nowhere}.mp3"], f"--output {nowhere}.mp3: the folder {missing}"),
         ([*model, "--output", str(tmp_path)], f"--output {tmp_path} is a folder"),
         ([*model, *out, "--captions", f"{nowhere}.srt"], f"--captions {nowhere}.srt: the folder"),
         ([*model, *out, "--word-captions", f"{nowhere}.vtt"], "--word-captions"),
+        (
+            ["dub", "--subtitles", str(film), "--output", f"{nowhere}.wav"],
+            f"--output {nowhere}.wav",
+        ),
         (["align", "--audio", str(tmp_path / "none.wav"), "--text", "Hi."], "no such file"),
         (["align", "--audio", str(tmp_path / "none.wav"), "--text", " ... "], "no words to place"),
     ]
@@ -479,3 +485,23 @@ def test_a_speaker_is_the_voice_of_its_name_in_any_case_where_one_voice_has_it()
     assert dialogue.speaker_key(twins, "ann") == "ann"
     with pytest.raises(ScriptError, match="line 1: no voice for speaker 'ANN'"):
         dialogue.prepare("ANN: Hi.", {}, twins, named_lines=True)
+
+
+def test_a_doors_speakers_table_is_read_as_the_command_lines():
+    """The OpenAI body's and a Wyoming event's ``speakers`` (``checked_speakers``): "Ann": ""
+    is the library's Ann, as "Ann=" is on the command line; one name given twice (after its
+    spaces) is refused; a name given a voice is that voice in any case, over the library's of
+    that name ("Echo" given: "ECHO:" speaks it, not the built-in echo)."""
+    from omnivoice_rt import dialogue
+    from omnivoice_rt.voices import VoiceLibrary
+
+    assert dialogue.checked_speakers({"alloy": "", " María ": "echo"}) == {"María": "echo"}
+    with pytest.raises(ScriptError, match="'Ann' is given two voices"):
+        dialogue.checked_speakers({"Ann": "female", "Ann ": "male"})
+    with pytest.raises(ScriptError, match="'A=B' in 'speakers' is no speaker's name"):
+        dialogue.checked_speakers({"A=B": "female"})
+    library = VoiceLibrary(None)
+    table = dialogue.library_speakers(library, {"Echo": "female, low pitch"})
+    made = dialogue.prepare("ECHO: Hi.\nalloy: Yo.", {}, table, named_lines=True)
+    assert made.voices["ECHO"]["instruct"] == "female, low pitch"
+    assert made.voices["alloy"]["instruct"] == library.options("alloy")["instruct"]

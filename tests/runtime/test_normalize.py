@@ -79,8 +79,11 @@ def upstream_reading(monkeypatch):
         ("Then 1 000 people came.", "en", "one thousand people", "one oh oh zero people"),
         ("Il y a 2 500 euros.", "fr", "deux mille cinq cents euros", "deux cinq cents euros"),
         ("Es sind 1\u00a0000 Leute.", "de", "eintausend Leute", "eins\u00a0null Leute"),
-        ("12\u202f500\u202f000 stars", "en", "twelve million five hundred thousand", "twelve"),
-        ("It costs $1 250.50.", "en", "one thousand two hundred and fifty point five", "one"),
+        ("12\u202f500\u202f000 stars", "en", "twelve million five hundred thousand", "oh oh zero"),
+        ("It costs $1 250.50.", "en", "one thousand two hundred and fifty", "one dollar two"),
+        ("In 2020, 1 000 people came.", "en", "twenty, one thousand people", "one oh oh zero"),
+        ("Il est parti. 2 500 sont venus.", "fr", "parti. deux mille cinq cents", "deux cinq"),
+        ("1 000, 2 000 et 3 000 euros.", "fr", "mille, deux mille et trois mille", "deux zéro"),
     ],
 )
 def test_a_number_with_its_thousands_apart_is_read_as_one(
@@ -91,7 +94,7 @@ def test_a_number_with_its_thousands_apart_is_read_as_one(
     assert theirs in upstream(text, language)
     monkeypatch.setattr(normalize, "JOIN_DIGIT_GROUPS", True)
     assert ours in normalize_text(text, language)
-    for phone in ("Call 555 123 4567.", "Call +33 612 345 678."):
+    for phone in ("Call 555 123 4567.", "Call +33 612 345 678.", "Ruf 030 123 456 an."):
         assert normalize_text(phone, "en") == upstream(phone, "en")
 
 
