@@ -178,6 +178,7 @@ def _script(args, options: dict):
     from omnivoice_rt import dialogue
     from omnivoice_rt.limits import MAX_SCRIPT_CHARS
     from omnivoice_rt.request import door_request
+    from omnivoice_rt.text import script
     from omnivoice_rt.voices import VoiceLibrary
 
     text = args.text
@@ -194,6 +195,10 @@ def _script(args, options: dict):
     options.pop("text", None)
     named_lines = args.script is not None
     made = dialogue.prepare(text, options, speakers, named_lines, args.turn_pause, door_request)
+    named = {name.casefold() for name in script.speakers_of(made.turns)}
+    for name in given:
+        if name.casefold() not in named:  # a typo in either, most likely
+            print(f"note: --speaker {name}: the script has no speaker {name!r}", file=sys.stderr)
     return lambda voice, progress: dialogue.speak(voice, made, progress)
 
 

@@ -505,3 +505,18 @@ def test_a_doors_speakers_table_is_read_as_the_command_lines():
     made = dialogue.prepare("ECHO: Hi.\nalloy: Yo.", {}, table, named_lines=True)
     assert made.voices["ECHO"]["instruct"] == "female, low pitch"
     assert made.voices["alloy"]["instruct"] == library.options("alloy")["instruct"]
+
+
+def test_the_command_line_notes_a_speaker_the_script_never_names(tmp_path):
+    """``--speaker Ghost=male`` for a script with no Ghost (a typo in either, most likely) is a
+    note on stderr before the model loads (the model folder here does not exist)."""
+    from tests.runtime.test_runtime import ROOT
+
+    source = tmp_path / "talk.txt"
+    source.write_text("Ann: Hi.\n", encoding="utf-8")
+    command = [sys.executable, "-m", "omnivoice_rt", "synthesize", "--script", str(source),
+               "--speaker", "ann=female", "--speaker", "Ghost=male",
+               "--model-dir", str(tmp_path / "none"), "--output", str(tmp_path / "a.wav")]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert "note: --speaker Ghost: the script has no speaker 'Ghost'" in done.stderr
+    assert "--speaker ann" not in done.stderr  # Ann, in any case
