@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from xml.parsers import expat
 from xml.sax.saxutils import escape, quoteattr
@@ -126,23 +127,23 @@ def parse(text: str, named_lines: bool = False, limit: int = MAX_SCRIPT_CHARS) -
     if is_ssml(text):
         return _checked(_Voices().parse(text))
     turns: list[Turn] = []
-    speaker, lines, start = None, [], 1
+    speaker, lines, start, tagged = None, [], 1, False
     every = text.splitlines()
     for number, line in enumerate(every, 1):
         turn = _named_line(line, number) if named_lines else None
         if turn is not None:
-            _close(turns, speaker, lines, start)
-            (speaker, line), lines, start = turn, [], number
+            _close(turns, speaker, lines, start, tagged)
+            (speaker, line), lines, start, tagged = turn, [], number, False
             if not line.strip() and not _continues(every, number):
                 raise _no_text(speaker, number)
         for part in _tagged(line, number):
             if isinstance(part, str):
                 lines.append(part)
                 continue
-            _close(turns, speaker, lines, start)
-            speaker, lines, start = part.speaker, [], number
+            _close(turns, speaker, lines, start, tagged)
+            speaker, lines, start, tagged = part.speaker, [], number, True
         lines.append("\n")
-    _close(turns, speaker, lines, start)
+    _close(turns, speaker, lines, start, tagged)
     return _checked(turns)
 
 
@@ -159,10 +160,11 @@ def _continues(lines: list[str], number: int) -> bool:
     return bool(after.strip()) and named(after) is None
 
 
-def _tagged(line: str, number: int) -> list:
+def _tagged(line: str, number: int) -> Iterator[str | Turn]:
     """The line's text and its ``[voice:NAME]`` tags in order: strings, and a ``Turn`` with no
-    text for each tag."""
-    parts, at = [], 0
+    text for each tag, each tag checked as it comes (a ``ScriptError`` where it names no
+    speaker), as a stream reads them."""
+    at = 0
     for tag in VOICE_TAG.finditer(line):
         name = tag.group(1).strip()
         if not is_name(name):
@@ -170,16 +172,27 @@ def _tagged(line: str, number: int) -> list:
                 f"line {number}: [voice:{tag.group(1)[:40]}] names no speaker; {NAME_RULE}, "
                 "such as [voice:Ann]"
             )
-        parts += [line[at : tag.start()], Turn(name, "", number)]
+        yield line[at : tag.start()]
+        yield Turn(name, "", number)
         at = tag.end()
-    return [*parts, line[at:]]
+    yield line[at:]
 
 
-def _close(turns: list[Turn], speaker: str | None, lines: list[str], start: int) -> None:
-    """The turn made of ``lines``, where it says something."""
+def _close(turns: list[Turn], speaker, lines: list[str], start: int, tagged: bool) -> None:
+    """The turn made of ``lines``, where it says something; a ``ScriptError`` where a
+    ``[voice:NAME]`` tag (``tagged``) began it and it says nothing."""
     text = " ".join("".join(lines).split())
     if text:
         turns.append(Turn(speaker, text, start))
+    elif tagged:
+        raise _tag_unsaid(speaker, start)
+
+
+def _tag_unsaid(speaker: str, number: int) -> ScriptError:
+    return ScriptError(
+        f"line {number}: [voice:{speaker}] has no text before the next speaker or the end; "
+        f"write what {speaker} says after the tag, or remove it"
+    )
 
 
 def _checked(turns: list[Turn]) -> list[Turn]:
@@ -217,6 +230,7 @@ class TurnReader:
         self.speaker, self.line_start = None, True
         self.carriage = ""  # a chunk's last "\r", held: the next chunk's "\n" may be its pair
         self.unsaid: tuple[str, int] | None = None  # a named line with no text: name, line
+        self.tag_unsaid: tuple[str, int] | None = None  # a tag with no text after it yet
         self.waits_for: re.Pattern | None = None  # what the text held waits for (TAG_END...)
 
     def feed(self, text: str, end: bool = False) -> list[Turn]:
@@ -232,6 +246,8 @@ class TurnReader:
             parts.append(part)
         if end and self.unsaid is not None:  # a named line with no text was the last
             raise _no_text(*self.unsaid)
+        if end and self.tag_unsaid is not None:  # a tag with no text was the last
+            raise _tag_unsaid(*self.tag_unsaid)
         return parts
 
     def _next(self, end: bool) -> Turn | None:
@@ -262,16 +278,22 @@ class TurnReader:
         elif stop == 0:
             tag = VOICE_TAG.match(text)
             if tag is not None:
-                _tagged(tag.group(0), self.line)  # a ScriptError where it names no speaker
-                return self._begins(tag.group(1).strip(), tag.end())
+                list(_tagged(tag.group(0), self.line))  # a ScriptError: it names no speaker
+                began = self._begins(tag.group(1).strip(), tag.end())
+                self.tag_unsaid = (began.speaker, self.line)
+                return began
             if not end and _may_be_tag(text):
                 self.waits_for = TAG_END if len(text) >= len("[voice:") else None
                 return None
             stop = 1  # a "[" of the text ("[laughter]", "[pause:1s]")
         said, self.pending = text[:stop], text[stop:]
+        if said.strip():
+            self.tag_unsaid = None
         return Turn(self.speaker, said, self.line)
 
     def _begins(self, speaker: str, length: int) -> Turn:
+        if self.tag_unsaid is not None:  # the turn a tag began ends with nothing said
+            raise _tag_unsaid(*self.tag_unsaid)
         self.speaker, self.pending = speaker, self.pending[length:]
         return Turn(speaker, "", self.line)
 

@@ -150,6 +150,26 @@ def test_a_named_line_with_no_text_is_refused_read_whole_or_as_it_arrives(text):
         assert str(read.value) == str(whole.value), size
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["[voice:Bob][voice:Ann] there", "Hi [voice:Bob]", "[voice:Bob]\n\n[voice:Ann] hi",
+     "Hi.\n[voice:Bob] \nAnn: hi"],
+)  # fmt: skip
+def test_a_voice_tag_with_no_text_is_refused_read_whole_or_as_it_arrives(text):
+    """A ``[voice:NAME]`` tag with nothing said before the next speaker or the end, as a
+    "Name:" line with no text: ``parse`` and ``TurnReader``, cut at every place, refuse it
+    naming the tag's line (it was dropped without a word)."""
+    with pytest.raises(ScriptError, match=r"\[voice:Bob\] has no text") as whole:
+        script.parse(text, named_lines=True)
+    for size in range(1, len(text) + 1):
+        reader = script.TurnReader(named_lines=True)
+        with pytest.raises(ScriptError) as read:
+            for at in range(0, len(text), size):
+                reader.feed(text[at : at + size])
+            reader.feed("", end=True)
+        assert str(read.value) == str(whole.value), size
+
+
 def test_ssml_voice_elements_are_turns_each_a_document_of_its_own():
     """SSML's ``<voice name>``: a turn each, the elements around it reopened in its document,
     read as SSML by the turn's request; the text outside every ``<voice>`` the default's."""

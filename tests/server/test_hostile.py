@@ -252,7 +252,7 @@ def hostile_scripts(folder: Path) -> list[tuple[str, str]]:
         ),
         ("alloy:\n" * 1_400, "line 1: 'alloy' has no text"),
         (" " * 9_980 + "x\nZed: hi", "line 2: no voice for speaker 'Zed'"),
-        ("[voice:alloy]" * 700 + "[voice:Zed] hi", "line 1: no voice for speaker 'Zed'"),
+        ("[voice:alloy]" * 700 + "[voice:Zed] hi", "line 1: [voice:alloy] has no text"),
         (  # a tag padded with a character reference at a time: read once, however many
             "<speak>[voice&#58;" + "&#32;" * 1_990 + "Zed] hi</speak>",
             "inside SSML",
