@@ -139,15 +139,7 @@ def test_a_script_arriving_in_any_parts_reads_as_the_whole(named_lines, pieces, 
 def test_a_named_line_with_no_text_is_refused_read_whole_or_as_it_arrives(text):
     """A "Name:" line with no text and no line carrying its turn on: ``parse`` and
     ``TurnReader``, cut at every place, refuse it naming the same line."""
-    with pytest.raises(ScriptError, match="has no text") as whole:
-        script.parse(text, named_lines=True)
-    for size in range(1, len(text) + 1):
-        reader = script.TurnReader(named_lines=True)
-        with pytest.raises(ScriptError) as read:
-            for at in range(0, len(text), size):
-                reader.feed(text[at : at + size])
-            reader.feed("", end=True)
-        assert str(read.value) == str(whole.value), size
+    refused_alike(text, "has no text")
 
 
 @pytest.mark.parametrize(
@@ -159,7 +151,13 @@ def test_a_voice_tag_with_no_text_is_refused_read_whole_or_as_it_arrives(text):
     """A ``[voice:NAME]`` tag with nothing said before the next speaker or the end, as a
     "Name:" line with no text: ``parse`` and ``TurnReader``, cut at every place, refuse it
     naming the tag's line (it was dropped without a word)."""
-    with pytest.raises(ScriptError, match=r"\[voice:Bob\] has no text") as whole:
+    refused_alike(text, r"\[voice:Bob\] has no text")
+
+
+def refused_alike(text: str, match: str) -> None:
+    """``parse`` refuses ``text`` (named lines read), and ``TurnReader``, fed it cut at every
+    place, with the same message."""
+    with pytest.raises(ScriptError, match=match) as whole:
         script.parse(text, named_lines=True)
     for size in range(1, len(text) + 1):
         reader = script.TurnReader(named_lines=True)
