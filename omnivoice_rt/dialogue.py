@@ -26,7 +26,6 @@ import numpy as np
 from omnivoice_rt.audio.formats import Resampler
 from omnivoice_rt.limits import (
     MAX_SCRIPT_CHARS,
-    MAX_SPEAKER_CHARS,
     MAX_SPEAKERS,
     MAX_TURN_PAUSE_S,
 )
@@ -170,10 +169,7 @@ def given_voice(library, name: str, voice: str) -> dict:
     """The options of the voice given to speaker ``name``: a voice of the library, else a voice
     design's items ("female, low pitch"); a ``ScriptError`` naming the speaker otherwise."""
     if not script.is_name(name):
-        raise ScriptError(
-            f"{name[:40]!r} is no speaker's name: 1 to {MAX_SPEAKER_CHARS} letters, digits, "
-            "spaces, '.', '_', \"'\" or '-', a letter first"
-        )
+        raise ScriptError(f"{name[:40]!r} is no speaker's name; {NAME_RULE}")
     try:
         return library.options(voice)
     except ValueError:

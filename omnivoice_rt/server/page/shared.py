@@ -432,12 +432,12 @@ def caption_lines(placed: list[captions.Caption], words: list | None = None) -> 
     return "\n".join(lines)
 
 
-def word_span(word, shown: str | None = None) -> str:
-    """A word of the lines: its text (``shown``: as its caption shows it), and where it is
+def word_span(word, shown: str) -> str:
+    """A word of the lines: its text as its caption shows it (``shown``), and where it is
     spoken, "start-end s" in its title (shown on hover, read by the highlighting; the
     Markdown's sanitizer keeps a title, not a data-attribute); no title where it was not
     found."""
-    text = html.escape(word.word if shown is None else shown)
+    text = html.escape(shown)
     if word.start is None:
         return f'<span class="word">{text}</span>'
     return f'<span class="word" title="{word.start:.3f}-{word.end:.3f} s">{text}</span>'
