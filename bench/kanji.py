@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 import omnivoice_rt.align as aligner  # noqa: E402
 from bench.align import varied  # noqa: E402
 from bench.benchmark import machine  # noqa: E402
+from omnivoice_rt.align import espeak  # noqa: E402
 
 # (written, said) group by group: the first tuned the stand-in, the other two checked it
 TEXTS = {
@@ -73,6 +74,7 @@ def measure(groups: list[tuple[str, str]], stand_ins: list, seeds: int, written:
     default = aligner.KANJI_STAND_IN
     for seed in range(seeds):
         x, rate, truth = varied([said for _, said in groups], "ja", "", np.random.default_rng(seed))
+        espeak.engine().forget()  # templates of their own for each rendering
         for s in stand_ins[seed % len(stand_ins) :] + stand_ins[: seed % len(stand_ins)]:
             aligner.KANJI_STAND_IN = s
             try:

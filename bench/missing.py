@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """How often the word aligner reports a word that was never spoken, and how often it wrongly
-reports a spoken one, for each cost of leaving a word out (``omnivoice_rt.align.SKIP_SCALE``)
-and each weight of a hopped frame (``HOP_WEIGHT``): every pair of the two lists.
+reports a spoken one, for each cost of leaving a word out (``omnivoice_rt.align.SKIP_SCALE``),
+each weight of a hopped frame (``HOP_WEIGHT``) and each share of a word's frames the recording
+must hear (``HEARD_SHARE``): every combination of the three lists.
 
-    python bench/missing.py [--scales none,1.75,2.0,2.5] [--hops 0.5] [--seeds 12]
-                            [--languages en,ru,...] [--speaker +f3 --pitch 70]
+    python bench/missing.py [--scales none,1.75,2.0,2.5] [--hops 0.5] [--heard none,0.2]
+                            [--seeds 12] [--languages en,ru,...] [--speaker +f3 --pitch 70]
 
 The speech is ``bench/align.py``'s (every word at its own rate, pauses, 20 dB SNR noise; six
 languages of six scripts, both texts; ``--speaker`` and ``--pitch``: another eSpeak voice
@@ -35,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 import omnivoice_rt.align as aligner  # noqa: E402
 from bench.align import PITCH, TEXTS, VARIANT, varied  # noqa: E402
 from bench.benchmark import machine  # noqa: E402
+from omnivoice_rt.align import espeak  # noqa: E402
 
 
 def trials(language: str, text: str, seeds: int, speaker: str, pitch: int):
@@ -60,7 +62,8 @@ def trials(language: str, text: str, seeds: int, speaker: str, pitch: int):
             yield kept, rate, list(range(k, k + count)), truth
 
 
-Setting = tuple[float, float | None]  # (HOP_WEIGHT, SKIP_SCALE)
+Setting = tuple[float, float | None, float | None]  # (HOP_WEIGHT, SKIP_SCALE, HEARD_SHARE)
+SETTINGS = ("HOP_WEIGHT", "SKIP_SCALE", "HEARD_SHARE")  # the module's names, in that order
 
 
 def measure(settings: list[Setting], cases) -> dict:
@@ -72,16 +75,17 @@ def measure(settings: list[Setting], cases) -> dict:
     counts = {setting: dict.fromkeys(keys, 0) for setting in settings}
     errors: dict = {setting: [] for setting in settings}
     took = dict.fromkeys(settings, 0.0)
-    default = aligner.HOP_WEIGHT, aligner.SKIP_SCALE
+    default = current()
     for number, (text, language, x, rate, cut, truth) in enumerate(cases):
         shift = number % len(settings)
+        espeak.engine().forget()  # a template of its own for each case, shared by the settings
         for setting in settings[shift:] + settings[:shift]:
-            aligner.HOP_WEIGHT, aligner.SKIP_SCALE = setting
+            apply(setting)
             started = time.perf_counter()
             try:
                 result = aligner.align(x, rate, text, language)
             finally:  # the module's own settings back, for whatever aligns next
-                aligner.HOP_WEIGHT, aligner.SKIP_SCALE = default
+                apply(default)
             took[setting] += time.perf_counter() - started
             lost = np.array([w.start is None for w in result])
             others = np.isfinite(truth)
@@ -112,6 +116,20 @@ def measure(settings: list[Setting], cases) -> dict:
     }
 
 
+def current() -> Setting:
+    """The aligner module's settings now."""
+    return tuple(getattr(aligner, name) for name in SETTINGS)
+
+
+def apply(setting: Setting) -> None:
+    for name, value in zip(SETTINGS, setting, strict=True):
+        setattr(aligner, name, value)
+
+
+def _label(setting: Setting) -> str:
+    return "/".join("none" if v is None else f"{v:g}" for v in setting)
+
+
 def _numbers(text: str) -> list[float | None]:
     return list(dict.fromkeys(None if s == "none" else float(s) for s in text.split(",")))
 
@@ -120,13 +138,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scales", default="none,1.75,2.0,2.5", help="SKIP_SCALE values")
     parser.add_argument("--hops", default=f"{aligner.HOP_WEIGHT:g}", help="HOP_WEIGHT values")
+    parser.add_argument(
+        "--heard", default=_label((aligner.HEARD_SHARE,)), help="HEARD_SHARE values"
+    )
     parser.add_argument("--seeds", type=int, default=12)
     parser.add_argument("--languages", default=",".join(TEXTS))
     parser.add_argument("--speaker", default=VARIANT, help="eSpeak's voice variant: +m3, +whisper")
     parser.add_argument("--pitch", type=int, default=PITCH)
     args = parser.parse_args()
     hops = [h or 0.0 for h in _numbers(args.hops)]
-    settings = [(hop, scale) for hop in hops for scale in _numbers(args.scales)]
+    settings = [
+        (hop, scale, heard)
+        for hop in hops
+        for scale in _numbers(args.scales)
+        for heard in _numbers(args.heard)
+    ]
     line = []
     for index, name in enumerate(("main", "held")):
         cases = [
@@ -137,10 +163,10 @@ def main() -> int:
         aligner.align(*cases[0][2:4], *cases[0][:2])  # warm (eSpeak, the first calls): unmeasured
         results = measure(settings, cases)
         base = results[settings[0]]["took"]
-        for (hop, scale), r in results.items():
-            label = f"{hop:g}/{'none' if scale is None else f'{scale:g}'}"
+        for setting, r in results.items():
+            label = _label(setting)
             print(
-                f"{name:4} hop/scale {label:>9}: found {100 * r['found']:5.1f}%  spoken "
+                f"{name:4} hop/scale/heard {label:>14}: found {100 * r['found']:5.1f}%  spoken "
                 f"unplaced per 100: whole {r['false_whole']:.2f}, cut {r['false_cut']:.2f}  "
                 f"start error {r['mean_ms']:.1f} / p95 {r['p95_ms']:.1f} ms  "
                 f"time {r['took'] / base:.2f}x",

@@ -10,7 +10,8 @@ the template, cepstra normalised per signal); ``dtw.py`` warps one onto the othe
 Chosen by measurement (``bench/align.py``; docs/design.md "Word timings"): on speech whose every
 word has its own rate, with pauses and noise, a word's start is found within 17-25 ms on
 average, 95% within 68 ms, in six languages of six scripts; the warp may leave out a word the
-recording never says (``SKIP_SCALE``), and such a word is unplaced.
+recording never says (``SKIP_SCALE``), and such a word is unplaced, as is one it places where
+the recording is silent (``HEARD_SHARE``).
 
 Which words: the text as written, split at spaces; a script written without them (Chinese,
 Japanese kana, Thai) character by character. eSpeak reads what it is given ("5 pm" as "five
@@ -54,6 +55,11 @@ SKIP_BASE, SKIP_PER_FRAME = 2.0, 0.15
 # nothing sounds it is said with the next word: eSpeak runs such a word (Russian "в", "и") into
 # the next one, the warp then took it for unspoken, and no missing word this short was found
 SKIP_SHORTEST_S = 0.06
+# a word placed where the recording is heard over its noise in less than this share of its
+# frames is unplaced (a missing word the warp kept, or a spoken one placed in a pause); None:
+# never. A word shorter than SKIP_SHORTEST_S is left to the rule above (bench/missing.py
+# --heard; docs/design.md section 10)
+HEARD_SHARE: float | None = 0.2
 
 # eSpeak NG's Japanese voice has no kanji readings: it says "Chinese letter" (in English, 0.8 s)
 # for each, three to four times a kanji's length, so a text's words were placed 210-300 ms off on
@@ -364,6 +370,7 @@ def _placed(words: list[str], recording: np.ndarray, template) -> list[Word]:
     loud, near = _over(recording, noise), round(NEAR_S / features.HOP_S)
     spans = zip(np.maximum(starts - near, 0), stops + near, strict=True)
     lost = np.array([not loud[a:b].any() for a, b in spans])
+    lost |= _unheard(loud, np.searchsorted(path, sounds), stops, lengths)
     if skips is not None:
         lost |= dtw.skipped(path, sounds, gaps, skips)
     lost = _said_with_next(lost, starts, stops, lengths)
@@ -396,6 +403,20 @@ def _said_with_next(lost, starts, stops, lengths) -> np.ndarray:
             starts[k] = max(starts[k + 1] - int(lengths[k]), 0)
             lost[k] = False
     return lost
+
+
+def _unheard(loud, starts, stops, lengths) -> np.ndarray:
+    """Which words the recording hears (``loud``, a flag a frame) in less than ``HEARD_SHARE``
+    of their frames ``[starts, stops)`` (where their sound is reached to where the next word's
+    silence is), of those not :func:`_too_short` (``lengths``: frames of sound in the
+    template)."""
+    if HEARD_SHARE is None:
+        return np.zeros(len(starts), bool)
+    shares = [
+        loud[a : max(b, a + 1)].mean() if a < len(loud) else 1.0
+        for a, b in zip(starts, stops, strict=True)
+    ]
+    return (np.array(shares) < HEARD_SHARE) & ~_too_short(lengths)
 
 
 def _too_short(lengths: np.ndarray) -> np.ndarray:

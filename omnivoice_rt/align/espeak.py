@@ -153,6 +153,12 @@ class Espeak:
                     self._kept.popitem(last=False)
             return made
 
+    def forget(self) -> None:
+        """Drops the templates kept: the next alignment of a text renders it anew (a bench
+        samples eSpeak's renderings, which vary from call to call)."""
+        with self._keeping:
+            self._kept.clear()
+
     def speak(
         self,
         words: list[str],
