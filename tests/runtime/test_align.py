@@ -112,6 +112,22 @@ def test_the_missing_word_bench_measures_each_setting_and_leaves_the_defaults():
         assert r["mean_ms"] <= 50 and r["p95_ms"] <= 150
 
 
+def test_the_pocketsphinx_bench_aligns_english_both_ways():
+    """``bench/sphinx_align.py``'s measure, one seed (docs/design.md section 10): eSpeak's
+    template and pocketsphinx's forced alignment each place whole speech's words within the
+    targets, and pocketsphinx's forced alignment of a text with a word missing unplaces spoken
+    words (its alignment fails or goes astray), where eSpeak's unplaces at most one."""
+    pytest.importorskip("pocketsphinx", reason="a trained English recogniser (dev extra)")
+    from bench import sphinx_align
+
+    stats = sphinx_align.measure(seeds=1, optional_seeds=0)
+    assert stats["optional"]["missing"] == 0 and stats["espeak"]["missing"] == 4
+    for name in ("espeak", "forced"):
+        ms = 1000 * np.array(stats[name]["errors"])
+        assert stats[name]["wrong"] == 0 and ms.mean() <= 50, (name, stats[name])
+    assert stats["forced"]["wrong_cut"] > 5 * max(stats["espeak"]["wrong_cut"], 1), stats
+
+
 def test_japanese_with_kanji_is_placed_by_a_stand_in_for_each_kanji():
     """eSpeak's Japanese voice says "Chinese letter" for a kanji; with ``KANJI_STAND_IN`` the
     text as written (kanji and kana) is placed in speech of its reading (``bench/kanji.py``, two
