@@ -72,7 +72,7 @@ def test_the_body_speakers_give_names_outside_the_library_a_voice(app_server):
     """``speakers`` (beyond OpenAI's) gives a script's names their voices, as the page's table
     does: "María" (no library voice can be named so) speaks as the library's echo, exactly as
     a turn of echo's; "Alloy:" is the library's alloy (a name in any case); and the body's
-    refusals name ``speakers``."""
+    refusals name ``speakers`` (a path as a voice reads no file: it is no voice)."""
     said = speech(
         app_server, input="María: Hi.\nAlloy: Hello.", script=True, captions=True,
         speakers={"María": "echo"},
@@ -86,6 +86,7 @@ def test_the_body_speakers_give_names_outside_the_library_a_voice(app_server):
         ({"speakers": ["María=echo"]}, "must map each speaker's name"),
         ({"speakers": {f"S{n}": "echo" for n in range(17)}}, "at most 16"),
         ({"speakers": {"María": "lute, shrill"}}, "neither a voice of the library"),
+        ({"speakers": {"María": "/etc/passwd"}}, "neither a voice of the library"),  # no file
         ({"speakers": {"../x": "echo"}}, "is no speaker's name"),
     ]:
         answer = speech(app_server, **{"input": "María: Hi.", "script": True, **fields})
