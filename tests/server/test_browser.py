@@ -306,19 +306,22 @@ def test_the_dubbing_tab_dubs_an_uploaded_subtitle_file(page, tmp_path):
 
 
 def test_the_script_tab_fills_the_speakers_and_speaks_each_in_its_voice(page):
-    """Script: typing a dialogue lists its names in the speakers' table (a name the library has
-    speaks in that voice; a design is written beside another); the result's lines name each
-    turn's speaker."""
+    """Script: typing a dialogue lists its names in the speakers' table, a row each (a name the
+    library has speaks in that voice; a design is typed into another's Voice cell); the result's
+    lines name each turn's speaker."""
     page.get_by_role("tab", name="Script").click()
     page.locator("#script-text textarea").fill("alloy: Good evening.\nMaría：Buenas noches.")
-    speakers = page.locator("#script-speakers textarea")
-    page.wait_for_function(
+    cell = "#script-table [data-testid=cell-{}-{}]".format
+    page.wait_for_selector(cell(1, 0), timeout=30_000)
+    assert [page.inner_text(cell(row, 0)).strip() for row in (0, 1)] == ["alloy", "María"]
+    page.locator(cell(1, 1)).dblclick()  # the table's cell, as a visitor edits it
+    page.keyboard.type("female, low pitch")
+    page.keyboard.press("Enter")
+    page.wait_for_function(  # what /script is given: the table as NAME=VOICE lines
         "() => (document.querySelector('#script-speakers textarea')?.value || '')"
-        ".includes('María=')",
+        " === 'alloy=\\nMaría=female, low pitch'",
         timeout=30_000,
     )
-    assert speakers.input_value().splitlines() == ["alloy=", "María="]
-    speakers.fill("María=female, low pitch")
     page.click("#script-generate")
     page.wait_for_function(
         "() => /2 turns of 2 speakers/.test(document.querySelector('#result-info')?.innerText || '')",

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from omnivoice_rt import dialogue
 from omnivoice_rt.audio.formats import pcm16
+from omnivoice_rt.text.script import ScriptError
 from tests.server.conftest import expected_dialogue, mcp_calls, text_of
 
 SCRIPT = "alloy: Good morning.\necho: Morning! [pause:300ms] Coffee?\nalloy: Yes, please."
@@ -144,15 +146,27 @@ def test_the_pages_api_and_mcp_speak_a_script(app_server, expected):
 
 
 def test_the_speakers_table_gains_each_new_name_once():
-    """The page fills the speakers' table with the names the script uses, each once, keeping
-    the visitor's lines (the same NAME=VOICE reading as the command line's --speaker)."""
-    from omnivoice_rt.server.page.script import named_speakers
+    """The page fills the speakers' table with the names the script uses, a row each, keeping
+    the visitor's rows; /script is given the table as NAME=VOICE lines (the same reading as the
+    command line's --speaker), an empty row an empty line, so that an error's line is its row."""
+    from omnivoice_rt.server.page.script import named_rows, named_speakers, table_lines
 
     text = "Ann: Hi.\nBob: Yo.\nMaría: Hola."
     table = named_speakers(text, "Bob=female\n")
     assert table == "Bob=female\nAnn=\nMaría="
     assert named_speakers(text, table) == table  # typing on adds nothing twice
     assert named_speakers("Ann: Hi.\nBob:", table) == table  # a script half written
+    rows = named_rows(text, [["Bob", "female"], ["", None]])
+    assert rows == [["Bob", "female"], ["Ann", ""], ["María", ""]]
+    assert named_rows(text, rows) == rows and named_rows("Ann: Hi.\nBob:", rows) == rows
+    assert table_lines(rows) == table
+    assert (
+        table_lines([[" Ann ", "echo"], ["", ""], [None, "female"], [""]]) == "Ann=echo\n\n=female"
+    )
+    with pytest.raises(ScriptError, match=r"speakers, line 3 \('=female'\): write NAME=VOICE"):
+        dialogue.given_voices(
+            table_lines([["Ann", "echo"], ["", ""], ["", "female"]]).splitlines(), "speakers, line"
+        )
 
 
 def test_mcp_has_a_script_tool(keyless_server):

@@ -38,18 +38,29 @@ SCRIPT_TIPS = (
     "is said in the voice below."
 )
 EXAMPLE = "alloy: Good morning! Did you sleep well?\necho: Not really. [pause:400ms] The storm."
+COLUMNS = ("Speaker", "Voice")
+TABLE_LABEL = (
+    "Speakers: each name the script uses, filled in as you write, and its voice (a voice of the "
+    "library, or a design such as 'female, low pitch'; left empty: the library's voice of that "
+    "name)"
+)
 
 
 def layout(library: VoiceLibrary) -> dict[str, gr.components.Component]:
     """The tab's controls by the parameter of ``Handlers.script`` each fills, and its button."""
     gr.Markdown(SCRIPT_TIPS)
     text = gr.Textbox(label="Script", lines=8, placeholder=EXAMPLE, elem_id="script-text")
-    speakers = gr.Textbox(
-        label="Speakers: NAME=VOICE, one a line (filled with the names the script uses)",
-        lines=3,
-        placeholder="Ann=female, low pitch\nBob=narrator",
-        elem_id="script-speakers",
+    table = gr.Dataframe(
+        headers=list(COLUMNS),
+        datatype="str",
+        type="array",
+        column_count=len(COLUMNS),
+        interactive=True,
+        label=TABLE_LABEL,
+        elem_id="script-table",
     )
+    # what /script takes (gradio_client, MCP): the table as NAME=VOICE lines
+    speakers = gr.Textbox(visible="hidden", elem_id="script-speakers")
     with gr.Row():
         voice = voice_choice(library, "Voice of the lines no name claims", None, "script-voice")
         language = language_choice()
@@ -62,7 +73,8 @@ def layout(library: VoiceLibrary) -> dict[str, gr.components.Component]:
             elem_id="script-turn-pause",
         )
     button = gr.Button("Speak the script", variant="primary", elem_id="script-generate")
-    text.change(named_speakers, [text, speakers], speakers, api_visibility="private", queue=False)
+    text.change(named_rows, [text, table], table, api_visibility="private", queue=False)
+    table.change(table_lines, table, speakers, api_visibility="private", queue=False)
     return {
         "text": text,
         "speaker_voices": speakers,
@@ -83,6 +95,23 @@ def named_speakers(text: str, speakers: str) -> str:
     lines = [line for line in (speakers or "").splitlines() if line.strip()]
     listed = {line.partition("=")[0].strip() for line in lines}  # "Ann=" too: Ann is listed
     return "\n".join([*lines, *(f"{name}=" for name in names if name not in listed)])
+
+
+def table_lines(rows) -> str:
+    """The speakers' table (rows of name and voice) as ``/script`` takes it: NAME=VOICE a line,
+    an empty row an empty line (so that an error's line number is its row's)."""
+    lines = []
+    for row in rows or []:
+        name, voice = (str(cell or "").strip() for cell in [*row, "", ""][:2])
+        lines.append(f"{name}={voice}" if name or voice else "")
+    return "\n".join(lines).rstrip("\n")
+
+
+def named_rows(text: str, rows) -> list[list[str]]:
+    """The speakers' table with a row for every name the script uses that it lacks
+    (:func:`named_speakers`)."""
+    lines = named_speakers(text, table_lines(rows)).splitlines()
+    return [[name, voice] for name, _, voice in (line.partition("=") for line in lines)]
 
 
 class ScriptHandlers:
