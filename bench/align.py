@@ -100,6 +100,9 @@ def onsets(samples: np.ndarray, rate: int, marks: np.ndarray, db: float = 35.0) 
     # a word with no sound of its own before the next one's mark was read as one with the word
     # before it: no boundary to find
     ends = np.r_[marks[1:], count * hop / rate]
+    for k in range(len(ends) - 2, -1, -1):  # a word with no mark: the next one's mark ends it
+        if not np.isfinite(ends[k]):
+            ends[k] = ends[k + 1]
     for k, (start, end) in enumerate(zip(starts, ends, strict=True)):
         if (
             np.isfinite(start)

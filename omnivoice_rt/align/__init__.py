@@ -409,11 +409,11 @@ def _unheard(loud, starts, stops, lengths) -> np.ndarray:
     """Which words the recording hears (``loud``, a flag a frame) in less than ``HEARD_SHARE``
     of their frames ``[starts, stops)`` (where their sound is reached to where the next word's
     silence is), of those not :func:`_too_short` (``lengths``: frames of sound in the
-    template)."""
+    template); a word whose sound the warp never reaches is heard in none."""
     if HEARD_SHARE is None:
         return np.zeros(len(starts), bool)
     shares = [
-        loud[a : max(b, a + 1)].mean() if a < len(loud) else 1.0
+        loud[a : max(b, a + 1)].mean() if a < len(loud) else 0.0
         for a, b in zip(starts, stops, strict=True)
     ]
     return (np.array(shares) < HEARD_SHARE) & ~_too_short(lengths)

@@ -143,30 +143,29 @@ def test_the_pages_api_and_mcp_speak_a_script(app_server, expected):
         client.predict("alloy: Hi.\nZed: Yo.", "", **fixed, api_name="/script")
     with pytest.raises(Exception, match=r"speakers, line 1 \('echo'\): write NAME=VOICE"):
         client.predict(SCRIPT, "echo", **fixed, api_name="/script")
+    too_many = "\n".join(f"S{n}=echo" for n in range(17))
+    with pytest.raises(Exception, match="speakers: at most 16, one NAME=VOICE a line"):
+        client.predict(SCRIPT, too_many, **fixed, api_name="/script")
 
 
 def test_the_speakers_table_gains_each_new_name_once():
     """The page fills the speakers' table with the names the script uses, a row each, keeping
-    the visitor's rows; /script is given the table as NAME=VOICE lines (the same reading as the
-    command line's --speaker), an empty row an empty line, so that an error's line is its row."""
-    from omnivoice_rt.server.page.script import named_rows, named_speakers, table_lines
+    the visitor's rows as they are; /script is given the table as NAME=VOICE lines (the same
+    reading as the command line's --speaker), an empty row an empty line, so that an error's
+    line is its row, and a cell's pasted line break a space."""
+    from omnivoice_rt.server.page.script import named_rows, table_lines
 
     text = "Ann: Hi.\nBob: Yo.\nMaría: Hola."
-    table = named_speakers(text, "Bob=female\n")
-    assert table == "Bob=female\nAnn=\nMaría="
-    assert named_speakers(text, table) == table  # typing on adds nothing twice
-    assert named_speakers("Ann: Hi.\nBob:", table) == table  # a script half written
     rows = named_rows(text, [["Bob", "female"], ["", None]])
-    assert rows == [["Bob", "female"], ["Ann", ""], ["María", ""]]
-    assert named_rows(text, rows) == rows and named_rows("Ann: Hi.\nBob:", rows) == rows
-    assert table_lines(rows) == table
-    assert (
-        table_lines([[" Ann ", "echo"], ["", ""], [None, "female"], [""]]) == "Ann=echo\n\n=female"
-    )
+    assert rows == [["Bob", "female"], ["", ""], ["Ann", ""], ["María", ""]]
+    assert named_rows(text, rows) == rows  # typing on adds nothing twice
+    assert named_rows("Ann: Hi.\nBob:", rows) == rows  # a script half written
+    assert table_lines(rows) == "Bob=female\n\nAnn=\nMaría="
+    assert named_rows("", [["A=B", "echo"], [0, "x"]]) == [["A=B", "echo"], ["0", "x"]]
+    pasted = [[" Ann ", "female,\nlow pitch"], ["", ""], [None, "female"], [""]]
+    assert table_lines(pasted) == "Ann=female, low pitch\n\n=female"
     with pytest.raises(ScriptError, match=r"speakers, line 3 \('=female'\): write NAME=VOICE"):
-        dialogue.given_voices(
-            table_lines([["Ann", "echo"], ["", ""], ["", "female"]]).splitlines(), "speakers, line"
-        )
+        dialogue.given_voices(table_lines(pasted).splitlines(), "speakers, line")
 
 
 def test_mcp_has_a_script_tool(keyless_server):

@@ -12,7 +12,7 @@ import gradio as gr
 from omnivoice_rt import dialogue
 from omnivoice_rt.audio.formats import pcm16
 from omnivoice_rt.dialogue import TURN_PAUSE_S
-from omnivoice_rt.limits import MAX_TEXT_CHARS, MAX_TURN_PAUSE_S
+from omnivoice_rt.limits import MAX_SPEAKERS, MAX_TEXT_CHARS, MAX_TURN_PAUSE_S
 from omnivoice_rt.request import door_request
 from omnivoice_rt.server.page.options import inputs
 from omnivoice_rt.server.page.shared import (
@@ -85,33 +85,32 @@ def layout(library: VoiceLibrary) -> dict[str, gr.components.Component]:
     }
 
 
-def named_speakers(text: str, speakers: str) -> str:
-    """The speakers' table with a line for every name the script uses that it lacks (its voice
-    left for the visitor, or the library's voice of that name)."""
+def named_rows(text: str, rows) -> list[list[str]]:
+    """The speakers' table (rows of name and voice) as the visitor left it, with a row for every
+    name the script uses that it lacks (its voice left for the visitor, or the library's voice
+    of that name)."""
+    kept = [[_cell(cell) for cell in [*row, "", ""][:2]] for row in rows or []]
     try:
         names = script.speakers_of(script.parse(text or "", named_lines=True, limit=MAX_TEXT_CHARS))
     except ValueError:
-        return speakers  # the script is being written: its error comes when it is spoken
-    lines = [line for line in (speakers or "").splitlines() if line.strip()]
-    listed = {line.partition("=")[0].strip() for line in lines}  # "Ann=" too: Ann is listed
-    return "\n".join([*lines, *(f"{name}=" for name in names if name not in listed)])
+        return kept  # the script is being written: its error comes when it is spoken
+    listed = {name for name, _ in kept}  # a name with no voice too: it is listed
+    return [*kept, *([name, ""] for name in names if name not in listed)]
 
 
 def table_lines(rows) -> str:
-    """The speakers' table (rows of name and voice) as ``/script`` takes it: NAME=VOICE a line,
-    an empty row an empty line (so that an error's line number is its row's)."""
+    """The speakers' table as ``/script`` takes it: NAME=VOICE a line, an empty row an empty
+    line (so that an error's line number is its row's)."""
     lines = []
     for row in rows or []:
-        name, voice = (str(cell or "").strip() for cell in [*row, "", ""][:2])
+        name, voice = (_cell(cell) for cell in [*row, "", ""][:2])
         lines.append(f"{name}={voice}" if name or voice else "")
     return "\n".join(lines).rstrip("\n")
 
 
-def named_rows(text: str, rows) -> list[list[str]]:
-    """The speakers' table with a row for every name the script uses that it lacks
-    (:func:`named_speakers`)."""
-    lines = named_speakers(text, table_lines(rows)).splitlines()
-    return [[name, voice] for name, _, voice in (line.partition("=") for line in lines)]
+def _cell(cell) -> str:
+    """A cell's text on one line (a line break pasted into it would split its row)."""
+    return " ".join(("" if cell is None else str(cell)).split())
 
 
 class ScriptHandlers:
@@ -123,8 +122,14 @@ class ScriptHandlers:
         precision, pause = fields.pop("precision") or self.default, fields.pop("turn_pause")
         with as_messages():
             words = asked_words(fields)
+            lines = (table or "").splitlines()
+            if sum(bool(line.strip()) for line in lines) > MAX_SPEAKERS:
+                raise script.ScriptError(
+                    f"speakers: at most {MAX_SPEAKERS}, one NAME=VOICE a line; remove the "
+                    "names the script does not use"
+                )
             speakers = dialogue.library_speakers(
-                self.library, dialogue.given_voices((table or "").splitlines(), "speakers, line")
+                self.library, dialogue.given_voices(lines, "speakers, line")
             )
             turns = script.parse(text, named_lines=True, limit=MAX_TEXT_CHARS)
         # the voice below and the settings, checked as a request of the first turn
