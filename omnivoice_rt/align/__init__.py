@@ -362,7 +362,8 @@ def _placed(words: list[str], recording: np.ndarray, template) -> list[Word]:
     skips = _skip_costs(lengths)
     path = dtw.warp(ours, theirs, sounds, gaps, half, skips, HOP_WEIGHT)
     # a word starts where its sound is reached, less the faint frames before that sound
-    starts = np.clip(np.searchsorted(path, sounds) - lead, 0, len(path) - 1)
+    reached = np.searchsorted(path, sounds)
+    starts = np.clip(reached - lead, 0, len(path) - 1)
     heard = _over(spectra, noise)
     tail = np.flatnonzero(heard)[-1] + 1 if heard.any() else len(heard)
     stops = np.maximum(np.searchsorted(path, np.r_[gaps[1:], tail]), starts + 1)
@@ -370,7 +371,7 @@ def _placed(words: list[str], recording: np.ndarray, template) -> list[Word]:
     loud, near = _over(recording, noise), round(NEAR_S / features.HOP_S)
     spans = zip(np.maximum(starts - near, 0), stops + near, strict=True)
     lost = np.array([not loud[a:b].any() for a, b in spans])
-    lost |= _unheard(loud, np.searchsorted(path, sounds), stops, lengths)
+    lost |= _unheard(loud, reached, stops, lengths)
     if skips is not None:
         lost |= dtw.skipped(path, sounds, gaps, skips)
     lost = _said_with_next(lost, starts, stops, lengths)
