@@ -106,7 +106,6 @@ def onsets(samples: np.ndarray, rate: int, marks: np.ndarray, db: float = 35.0) 
     for k, (start, end) in enumerate(zip(starts, ends, strict=True)):
         if (
             np.isfinite(start)
-            and np.isfinite(end)
             and sound[int(start * rate) // hop : int(end * rate) // hop].sum() < 4
         ):
             starts[k] = np.nan

@@ -71,8 +71,7 @@ def measure(settings: list[Setting], cases) -> dict:
     speech, speech with words cut), the whole renderings' start errors and the aligner's time;
     the settings alternate on each case (in a rotating order), so that their times share the
     machine's moments."""
-    keys = ("found", "missing", "false_whole", "whole", "false_cut", "kept")
-    counts = {setting: dict.fromkeys(keys, 0) for setting in settings}
+    counts = {setting: dict.fromkeys(COUNTS, 0) for setting in settings}
     errors: dict = {setting: [] for setting in settings}
     took = dict.fromkeys(settings, 0.0)
     default = current()
@@ -87,20 +86,8 @@ def measure(settings: list[Setting], cases) -> dict:
             finally:  # the module's own settings back, for whatever aligns next
                 apply(default)
             took[setting] += time.perf_counter() - started
-            lost = np.array([w.start is None for w in result])
-            others = np.isfinite(truth)
-            others[cut] = False
-            wrong, c = int((lost & others).sum()), counts[setting]
-            if cut:
-                c["missing"] += 1
-                c["found"] += int(lost[cut].all())
-                c["false_cut"] += wrong
-                c["kept"] += int(others.sum())
-            else:
-                c["false_whole"] += wrong
-                c["whole"] += int(others.sum())
-                starts = np.array([np.nan if w.start is None else w.start for w in result])
-                errors[setting] += list(np.abs(starts - truth)[others & ~lost])
+            starts = [w.start for w in result]
+            tally(counts[setting], errors[setting], starts, truth, cut)
     return {
         setting: {
             "found": c["found"] / max(c["missing"], 1),
@@ -114,6 +101,30 @@ def measure(settings: list[Setting], cases) -> dict:
         }
         for setting, c in counts.items()
     }
+
+
+COUNTS = ("found", "missing", "false_whole", "whole", "false_cut", "kept")
+
+
+def tally(counts: dict, errors: list, starts: list, truth: np.ndarray, cut: list[int]) -> None:
+    """One alignment's words counted into ``counts`` (``COUNTS``) and ``errors``: ``starts``,
+    each word's start found (None: unplaced); ``truth``, its true start (NaN: none); ``cut``,
+    the words cut out of the rendering (none: it is whole). A cut rendering counts as found
+    where every cut word is unplaced, and its other unplaced words as false; a whole one its
+    unplaced words as false and its placed words' start errors."""
+    found = np.array([np.nan if s is None else s for s in starts], np.float64)
+    lost, others = ~np.isfinite(found), np.isfinite(truth)
+    others[cut] = False
+    wrong = int((lost & others).sum())
+    if cut:
+        counts["missing"] += 1
+        counts["found"] += int(lost[cut].all())
+        counts["false_cut"] += wrong
+        counts["kept"] += int(others.sum())
+    else:
+        counts["false_whole"] += wrong
+        counts["whole"] += int(others.sum())
+        errors += list(np.abs(found - truth)[others & ~lost])
 
 
 def current() -> Setting:

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.align import PITCH, TEXTS, VARIANT  # noqa: E402
 from bench.benchmark import machine  # noqa: E402
-from bench.missing import trials  # noqa: E402
+from bench.missing import COUNTS, tally, trials  # noqa: E402
 from omnivoice_rt.align import align, espeak, words_of  # noqa: E402
 
 RATE = 16_000  # pocketsphinx's model's
@@ -83,8 +83,7 @@ class Sphinx:
 def measure(seeds: int, optional_seeds: int) -> dict:
     sphinx, stats = Sphinx(), {}
     for name in ("espeak", "forced", "optional"):
-        stats[name] = dict(found=0, missing=0, wrong=0, whole=0, wrong_cut=0, kept=0, took=0.0)
-        stats[name]["errors"] = []
+        stats[name] = {**dict.fromkeys(COUNTS, 0), "took": 0.0, "errors": []}
     for text in TEXTS["en"]:
         words = words_of(text)
         for number, (x, rate, cut, truth) in enumerate(trials("en", text, seeds, VARIANT, PITCH)):
@@ -96,20 +95,8 @@ def measure(seeds: int, optional_seeds: int) -> dict:
                     starts = [w.start for w in align(x, rate, text, "en")]
                 else:
                     starts = sphinx.starts(x, rate, words, name == "optional")
-                s = stats[name]
-                s["took"] += time.perf_counter() - started
-                found = np.array([np.nan if v is None else v for v in starts])
-                lost, others = ~np.isfinite(found), np.isfinite(truth)
-                others[cut] = False
-                if cut:
-                    s["missing"] += 1
-                    s["found"] += int(lost[cut].all())
-                    s["wrong_cut"] += int((lost & others).sum())
-                    s["kept"] += int(others.sum())
-                else:
-                    s["wrong"] += int((lost & others).sum())
-                    s["whole"] += int(others.sum())
-                    s["errors"] += list(np.abs(found - truth)[others & ~lost])
+                stats[name]["took"] += time.perf_counter() - started
+                tally(stats[name], stats[name]["errors"], starts, truth, cut)
     return stats
 
 
@@ -123,8 +110,8 @@ def main() -> int:
         ms = 1000 * np.array(s["errors"]) if s["errors"] else np.array([np.nan])
         print(
             f"{name:8}: found {s['found']}/{s['missing']}  spoken unplaced per 100: whole "
-            f"{100 * s['wrong'] / max(s['whole'], 1):.2f}, cut "
-            f"{100 * s['wrong_cut'] / max(s['kept'], 1):.2f}  start error {np.mean(ms):.1f} / "
+            f"{100 * s['false_whole'] / max(s['whole'], 1):.2f}, cut "
+            f"{100 * s['false_cut'] / max(s['kept'], 1):.2f}  start error {np.mean(ms):.1f} / "
             f"p95 {np.percentile(ms, 95):.1f} ms  time {s['took']:.1f} s",
             flush=True,
         )

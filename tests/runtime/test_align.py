@@ -125,8 +125,8 @@ def test_the_pocketsphinx_bench_aligns_english_both_ways():
     assert stats["optional"]["missing"] == 0 and stats["espeak"]["missing"] == 4
     for name in ("espeak", "forced"):
         ms = 1000 * np.array(stats[name]["errors"])
-        assert stats[name]["wrong"] == 0 and ms.mean() <= 50, (name, stats[name])
-    assert stats["forced"]["wrong_cut"] > 5 * max(stats["espeak"]["wrong_cut"], 1), stats
+        assert stats[name]["false_whole"] == 0 and ms.mean() <= 50, (name, stats[name])
+    assert stats["forced"]["false_cut"] > 5 * max(stats["espeak"]["false_cut"], 1), stats
 
 
 def test_japanese_with_kanji_is_placed_by_a_stand_in_for_each_kanji():
