@@ -89,7 +89,7 @@ def named_rows(text: str, rows) -> list[list[str]]:
     """The speakers' table (rows of name and voice) as the visitor left it, with a row for every
     name the script uses that it lacks (its voice left for the visitor, or the library's voice
     of that name)."""
-    kept = [[_cell(cell) for cell in [*row, "", ""][:2]] for row in rows or []]
+    kept = [_row(row) for row in rows or []]
     try:
         names = script.speakers_of(script.parse(text or "", named_lines=True, limit=MAX_TEXT_CHARS))
     except ValueError:
@@ -103,14 +103,15 @@ def table_lines(rows) -> str:
     line (so that an error's line number is its row's)."""
     lines = []
     for row in rows or []:
-        name, voice = (_cell(cell) for cell in [*row, "", ""][:2])
+        name, voice = _row(row)
         lines.append(f"{name}={voice}" if name or voice else "")
     return "\n".join(lines).rstrip("\n")
 
 
-def _cell(cell) -> str:
-    """A cell's text on one line (a line break pasted into it would split its row)."""
-    return " ".join(("" if cell is None else str(cell)).split())
+def _row(row) -> list[str]:
+    """A row's name and voice, each on one line (a line break pasted into a cell would split its
+    row); a missing cell empty."""
+    return [" ".join(("" if cell is None else str(cell)).split()) for cell in [*row, "", ""][:2]]
 
 
 class ScriptHandlers:
